@@ -1,0 +1,35 @@
+# Two commands matter: `make prepare` and `make test`. Both create .venv when it is missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CORPUS ?= sample_corpus
+OUT    ?= out
+RECIPE ?= default
+WORKERS ?=
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup prepare test bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+prepare: setup
+	$(BIN)/dataprep prepare $(CORPUS) --out $(OUT) --recipe $(RECIPE) $(if $(WORKERS),--workers $(WORKERS))
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(OUT)

@@ -1,0 +1,156 @@
+"""Command line: ``dataprep prepare | stages | report | inspect``.
+
+Imports stay inside the command functions so ``dataprep --help`` starts instantly (MindSpore is
+never imported on the prepare path). Exit codes: 0 success, 1 the run failed, 2 usage error
+(bad arguments, missing input, invalid recipe).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    from dataprep.executor import RunError, prepare
+    from dataprep.plan import InputNotFound
+    from dataprep.recipe import load_recipe
+    from dataprep.stage import InputError, RecipeError
+
+    try:
+        recipe = load_recipe(args.recipe, seed=args.seed)
+        prepare(
+            args.inputs, args.out, recipe, workers=args.workers, keep_work=args.keep_work, quiet=args.quiet
+        )
+    except (RecipeError, InputNotFound) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (InputError, RunError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _cmd_stages(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from dataprep import stage as registry
+    from dataprep.recipe import InputParams
+
+    def show_params(cls: type, skip: set[str]) -> None:
+        for name, tp, default, help_text in registry.param_fields(cls):
+            if name in skip:
+                continue
+            shown = "(required)" if default is dataclasses.MISSING else repr(default)
+            print(f"      {name}: {registry.type_name(tp)} = {shown}")
+            if help_text:
+                print(f"          {help_text}")
+
+    common = {f.name for f in dataclasses.fields(InputParams)}
+    print("input options (recipe 'input:' section, all readers):")
+    show_params(InputParams, set())
+    kinds = ("reader", "map", "global", "writer")
+    for kind in kinds:
+        items = [c for c in registry.all_stages().values() if c.kind == kind]
+        if not items:
+            continue
+        print(f"\n{kind} stages:")
+        for cls in items:
+            doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+            extra = ""
+            if kind == "reader":
+                extra = f" [{' '.join(cls.extensions)}]"
+            print(f"  {cls.name}{extra}: {doc}")
+            if getattr(cls, "requires", ()) or getattr(cls, "provides", ()):
+                print(
+                    f"      requires: {', '.join(cls.requires) or '-'}; "
+                    f"provides: {', '.join(cls.provides) or '-'}"
+                )
+            show_params(cls.Params, common if kind == "reader" else set())
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dataprep.report import write_report
+
+    out = Path(args.out)
+    if not (out / "stats.json").exists():
+        print(
+            f"error: {out} has no stats.json (run `dataprep prepare ... --out {out}` first)", file=sys.stderr
+        )
+        return EXIT_USAGE
+    print(write_report(out))
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from dataprep.formats.inspect import inspect_shard
+
+    try:
+        return inspect_shard(args.path, rows=args.rows, row=args.row, as_json=args.json)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="dataprep",
+        description="Offline data preparation for LLM pretraining: clean, deduplicate, tokenize and pack "
+        "text corpora into MindRecord and int32 shards.",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("prepare", help="run a recipe over input files into an output directory")
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="files, directories or globs (.jsonl .txt .parquet, optionally .gz/.zst)",
+    )
+    p.add_argument("--out", required=True, help="output directory (created; reruns resume)")
+    p.add_argument("--recipe", default="default", help="recipe YAML file or built-in name (default: default)")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    p.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
+    p.add_argument(
+        "--keep-work", action="store_true", help="keep every pass's intermediate documents in OUT/work"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+    p.set_defaults(func=_cmd_prepare)
+
+    p = sub.add_parser("stages", help="list registered stages and their parameters")
+    p.set_defaults(func=_cmd_stages)
+
+    p = sub.add_parser("report", help="regenerate OUT/report.html from OUT/stats.json")
+    p.add_argument("out", metavar="OUT")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("inspect", help="look inside outputs")
+    isub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    q = isub.add_parser("shard", help="decode rows of a shard with document boundaries visible")
+    q.add_argument("path", metavar="PATH", help="a shard file, or an output directory")
+    q.add_argument("--rows", type=int, default=3, help="how many rows to show (default 3)")
+    q.add_argument("--row", type=int, default=None, help="show only this row")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=_cmd_inspect)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,748 @@
+"""Running a recipe: passes over the corpus, per-task completion markers, resume, final outputs.
+
+A recipe's stage list is cut into *passes* at every global stage that needs the whole corpus:
+
+    pass 0: read -> map stages ... -> G1.compute          (one task per input split)
+    G1.decide                                           (once, in the driver)
+    pass 1: G1.apply -> map stages ... -> G2.compute    (same tasks, reading pass 0's documents)
+    ...
+
+Each task of a pass is a pure function of (OUT, pass, task): :func:`run_task`. It writes its
+documents (Parquet), its rejected documents and its stats under OUT/work/, then a completion
+marker, each through a rename. A rerun skips tasks and decisions whose markers exist, so a run
+killed at any point resumes and produces byte-identical outputs; since tasks are fixed by the
+input (never by the worker count) and merged in task order, 1 and N workers agree too.
+Final outputs are assembled in OUT/.final and moved into place only when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dataprep import __version__
+from dataprep import stage as registry
+from dataprep.docstore import DocWriter, RejectedWriter, read_docs
+from dataprep.document import Document, Drop
+from dataprep.io import file_sha256, write_text_atomic
+from dataprep.plan import Plan, expand_inputs, make_plan
+from dataprep.progress import Progress
+from dataprep.recipe import Recipe, recipe_from_resolved
+from dataprep.stage import (
+    DriverContext,
+    GlobalStage,
+    ReadReport,
+    Stage,
+    StageContext,
+)
+from dataprep.stats import LENGTH_EDGES, Histogram, StageStats, check_accounting
+
+READ_LABEL = "read"
+OUTPUT_ENTRIES = (
+    "manifest.json",
+    "stats.json",
+    "report.html",
+    "recipe.yaml",
+    "timings.json",
+    "rejected",
+    "shards",
+    "tokenizer",
+    "documents",
+)
+
+
+class RunError(RuntimeError):
+    """The run cannot go on; the message says what to do."""
+
+
+@dataclass
+class Pass:
+    """One pass over the corpus. apply: a global stage whose ``apply`` runs first; maps: stages run
+    per batch (map stages, and global stages that need no global pass); compute: a global stage
+    whose ``compute`` ends the pass (its ``decide`` follows the pass)."""
+
+    index: int
+    apply: int | None
+    maps: list[int]
+    compute: int | None
+
+
+def plan_passes(stages: list[Stage]) -> list[Pass]:
+    passes: list[Pass] = []
+    current = Pass(0, None, [], None)
+    for i, st in enumerate(stages):
+        if isinstance(st, GlobalStage) and st.needs_global_pass():
+            current.compute = i
+            passes.append(current)
+            if st.terminal:
+                return passes
+            current = Pass(len(passes), i, [], None)
+        else:
+            current.maps.append(i)
+    passes.append(current)
+    return passes
+
+
+class RunDir:
+    """Paths inside OUT."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.work = out / "work"
+        self.final = out / ".final"
+        self.output = self.work / "output"  # global stages write final files here
+
+    def pass_dir(self, p: int) -> Path:
+        return self.work / f"pass{p}"
+
+    def docs(self, p: int, task_id: str) -> Path:
+        return self.pass_dir(p) / "docs" / f"{task_id}.parquet"
+
+    def marker(self, p: int, task_id: str) -> Path:
+        return self.pass_dir(p) / "done" / f"{task_id}.json"
+
+    def rejected(self, p: int, task_id: str) -> Path:
+        return self.pass_dir(p) / "rejected" / task_id
+
+    def decided(self, p: int) -> Path:
+        return self.pass_dir(p) / "decided.json"
+
+    def stage_dir(self, index: int, label: str) -> Path:
+        return self.work / "stages" / f"{index:02d}-{label}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker side
+
+
+class _WorkerState:
+    """Per-process cache: the recipe, its stages and the plan of the run being executed."""
+
+    def __init__(self, run: RunDir):
+        state = json.loads((run.work / "run.json").read_text())
+        self.recipe = recipe_from_resolved(state["recipe"])
+        self.stages = [spec.build() for spec in self.recipe.stages]
+        self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
+        self.passes = plan_passes(self.stages)
+        self.readers: dict[str, registry.Reader] = {}
+        self.key = state["recipe_hash"]
+
+    def reader(self, name: str) -> registry.Reader:
+        if name not in self.readers:
+            cls = registry.get(name)
+            self.readers[name] = cls(self.recipe.reader_params(cls))
+        return self.readers[name]
+
+
+_STATE: dict[str, _WorkerState] = {}
+_PROGRESS_QUEUE: Any = None
+
+
+def _worker_init(queue: Any) -> None:
+    global _PROGRESS_QUEUE
+    _PROGRESS_QUEUE = queue
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _state(run: RunDir) -> _WorkerState:
+    key = str(run.out)
+    state = _STATE.get(key)
+    run_hash = json.loads((run.work / "run.json").read_text())["recipe_hash"]
+    if state is None or state.key != run_hash:
+        state = _STATE[key] = _WorkerState(run)
+    return state
+
+
+def _batches(it: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for doc in it:
+        batch.append(doc)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _account(
+    label: str,
+    stats: StageStats,
+    batch: list[Document],
+    results: list[Any],
+    rejected: RejectedWriter,
+    count_in: bool = True,
+) -> list[Document]:
+    """Check a stage's 1:1 contract, update its counters, write drops; return surviving docs."""
+    if len(results) != len(batch):
+        raise RuntimeError(f"stage {label!r} returned {len(results)} results for {len(batch)} documents")
+    kept: list[Document] = []
+    if count_in:
+        stats.docs_in += len(batch)
+        stats.chars_in += sum(len(d.text) for d in batch)
+    for r in results:
+        if isinstance(r, Drop):
+            stats.drop(r.reason, len(r.doc.text))
+            rejected.write(r, label)
+        else:
+            kept.append(r)
+    stats.docs_out += len(kept)
+    stats.chars_out += sum(len(d.text) for d in kept)
+    return kept
+
+
+def run_task(
+    out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
+) -> None:
+    """Run one task of one pass and write its completion marker (idempotent)."""
+    run = RunDir(Path(out))
+    state = _state(run)
+    task_id = f"t{task_index:05d}"
+    if run.marker(pass_index, task_id).exists():
+        return
+    recipe, stages, p = state.recipe, state.stages, state.passes[pass_index]
+    artifacts = json.loads((run.work / "artifacts.json").read_text())
+    labels = [s.label for s in recipe.stages]
+    stats = {i: StageStats() for i in [*p.maps, p.apply, p.compute] if i is not None}
+    read_stats = StageStats()
+    rejected = RejectedWriter(run.rejected(pass_index, task_id))
+    batch_size = recipe.input["batch_size"]
+    kept_lengths = Histogram(LENGTH_EDGES)
+    read_lengths = Histogram(LENGTH_EDGES)
+
+    def ctx(i: int) -> StageContext:
+        return StageContext(
+            stats=stats[i],
+            work_dir=run.stage_dir(i, labels[i]),
+            task_id=task_id,
+            task_index=task_index,
+            num_tasks=len(state.plan.tasks),
+            seed=recipe.seed,
+            artifacts=artifacts,
+        )
+
+    contexts = {i: ctx(i) for i in stats}
+    for i, c in contexts.items():
+        c.work_dir.mkdir(parents=True, exist_ok=True)
+        stages[i].begin_task(c)
+    report = ReadReport(read_stats, recipe.input["on_error"], rejected)
+    if pass_index == 0:
+        split = state.plan.tasks[task_index]
+        source: Iterator[list[Document]] = _batches(
+            state.reader(split.reader).read(split, report), batch_size
+        )
+    else:
+        source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
+    terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
+    writer = None if terminal else DocWriter(run.docs(pass_index, task_id))
+    last_position = 0
+    for batch in source:
+        if pass_index == 0:
+            read_lengths.add([len(d.text) for d in batch])
+        n_in = len(batch)
+        if p.apply is not None:
+            st = stages[p.apply]
+            assert isinstance(st, GlobalStage)
+            batch = _account(
+                labels[p.apply],
+                stats[p.apply],
+                batch,
+                st.apply(batch, contexts[p.apply]),
+                rejected,
+                count_in=False,
+            )
+        for i in p.maps:
+            st = stages[i]
+            results = (
+                st.apply(batch, contexts[i])
+                if isinstance(st, GlobalStage)
+                else st.process(batch, contexts[i])
+            )  # type: ignore[attr-defined]
+            batch = _account(labels[i], stats[i], batch, results, rejected)
+        if p.compute is not None:
+            st = stages[p.compute]
+            assert isinstance(st, GlobalStage)
+            stats[p.compute].docs_in += len(batch)
+            stats[p.compute].chars_in += sum(len(d.text) for d in batch)
+            if terminal:
+                stats[p.compute].docs_out += len(batch)
+                stats[p.compute].chars_out += sum(len(d.text) for d in batch)
+                kept_lengths.add([len(d.text) for d in batch])
+            st.compute(batch, contexts[p.compute])
+        elif pass_index == len(state.passes) - 1:
+            kept_lengths.add([len(d.text) for d in batch])
+        if writer is not None:
+            writer.write(batch)
+        if progress is not None:
+            position = report.position if pass_index == 0 else 0
+            progress(n_in, max(position - last_position, 0))
+            last_position = position
+    if p.compute is not None:
+        stages[p.compute].finish_compute(contexts[p.compute])  # type: ignore[attr-defined]
+    if writer is not None:
+        writer.close()
+    rejected.close()
+    if pass_index == 0:
+        read_stats.histogram("length_chars", LENGTH_EDGES).merge(read_lengths)
+    marker = {
+        "stages": {labels[i]: s.to_json() for i, s in sorted(stats.items())},
+        "read": read_stats.to_json() if pass_index == 0 else None,
+        "samples": report.samples,
+        "kept_lengths": kept_lengths.to_json(),
+        "docs_written": writer.docs if writer is not None else 0,
+    }
+    write_text_atomic(run.marker(pass_index, task_id), json.dumps(marker, ensure_ascii=False))
+
+
+def _pool_task(out: str, pass_index: int, task_index: int) -> None:
+    last = [time.monotonic(), 0, 0]
+
+    def progress(docs: int, nbytes: int) -> None:
+        last[1] += docs
+        last[2] += nbytes
+        now = time.monotonic()
+        if now - last[0] > 0.25 and _PROGRESS_QUEUE is not None:
+            _PROGRESS_QUEUE.put((last[1], last[2]))
+            last[0], last[1], last[2] = now, 0, 0
+
+    run_task(out, pass_index, task_index, progress)
+    if _PROGRESS_QUEUE is not None and (last[1] or last[2]):
+        _PROGRESS_QUEUE.put((last[1], last[2]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class LocalExecutor:
+    """Runs the tasks of a pass on a pool of ``workers`` processes (in-process when 1)."""
+
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+        self._pool: ProcessPoolExecutor | None = None
+        self._queue: Any = None
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _ensure_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            self._queue = ctx.Queue()
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=ctx, initializer=_worker_init, initargs=(self._queue,)
+            )
+        return self._pool
+
+    def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
+        if self.workers == 1 or len(task_indices) <= 1:
+            for t in task_indices:
+                run_task(str(out), pass_index, t, bar.update)
+            return
+        pool = self._ensure_pool()
+        stop = threading.Event()
+
+        def drain() -> None:
+            while not stop.is_set():
+                try:
+                    docs, nbytes = self._queue.get(timeout=0.2)
+                except Exception:  # queue.Empty
+                    continue
+                bar.update(docs, nbytes)
+
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+        try:
+            futures = [pool.submit(_pool_task, str(out), pass_index, t) for t in task_indices]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for f in done:
+                if f.exception() is not None:
+                    for g in futures:
+                        g.cancel()
+                    raise f.exception()  # type: ignore[misc]
+        finally:
+            stop.set()
+            thread.join()
+            while True:  # updates still queued
+                try:
+                    docs, nbytes = self._queue.get_nowait()
+                except Exception:
+                    break
+                bar.update(docs, nbytes)
+
+
+def _default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _prepare_out(run: RunDir, fingerprint: dict[str, Any]) -> bool:
+    """Make OUT ready; True when resuming a compatible earlier run."""
+    state_file = run.work / "run.json"
+    if state_file.exists():
+        previous = json.loads(state_file.read_text())
+        if {k: previous.get(k) for k in fingerprint} == fingerprint:
+            return True
+        _log(f"{run.out}: the recipe, seed or inputs changed since the last run there; starting over")
+    elif run.out.exists() and any(run.out.iterdir()):
+        known = set(OUTPUT_ENTRIES) | {"work", ".final"}
+        foreign = sorted(p.name for p in run.out.iterdir() if p.name not in known)
+        if foreign:
+            raise RunError(
+                f"{run.out} already holds files that dataprep did not write ({', '.join(foreign[:5])}); "
+                "choose another --out"
+            )
+    for name in [*OUTPUT_ENTRIES, "work", ".final"]:
+        path = run.out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    run.work.mkdir(parents=True, exist_ok=True)
+    return False
+
+
+def _merge_task_stats(
+    run: RunDir, passes: list[Pass], labels: list[str], task_ids: list[str]
+) -> tuple[StageStats, dict[str, StageStats], dict[str, list[dict[str, str]]], Histogram]:
+    read = StageStats()
+    per_stage = {label: StageStats() for label in labels}
+    samples: dict[str, list[dict[str, str]]] = {}
+    kept = Histogram(LENGTH_EDGES)
+    for p in passes:
+        for t in task_ids:
+            marker = json.loads(run.marker(p.index, t).read_text())
+            if marker["read"] is not None:
+                read.merge(StageStats.from_json(marker["read"]))
+            for label, s in marker["stages"].items():
+                per_stage[label].merge(StageStats.from_json(s))
+            for kind, items in marker["samples"].items():
+                bucket = samples.setdefault(kind, [])
+                bucket += items[: ReadReport.SAMPLES_PER_KIND - len(bucket)]
+            if p.index == passes[-1].index:
+                kept.merge(Histogram.from_json(marker["kept_lengths"]))
+    return read, per_stage, samples, kept
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard-link (or copy, across file systems) every file of src into dst."""
+    for path in sorted(src.rglob("*")):
+        target = dst / path.relative_to(src)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.unlink()
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+
+
+def _concat_files(parts: list[Path], dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(dst, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 20)
+
+
+def prepare(
+    inputs: list[str],
+    out: str | Path,
+    recipe: Recipe,
+    workers: int | None = None,
+    keep_work: bool = False,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json."""
+    started = time.monotonic()
+    run = RunDir(Path(out).resolve())
+    files = expand_inputs(inputs)
+    workers = workers or _default_workers()
+    fingerprint = {
+        "version": __version__,
+        "recipe_hash": recipe.hash(),
+        "inputs": Plan(files, []).fingerprint(),
+    }
+    resumed = _prepare_out(run, fingerprint)
+    if resumed and not quiet:
+        _log(f"resuming the run in {run.out} (completed work is kept)")
+    write_text_atomic(
+        run.work / "run.json",
+        json.dumps({**fingerprint, "recipe": recipe.resolved()}, ensure_ascii=False, indent=1),
+    )
+    plan_stats = StageStats()
+    plan_report = ReadReport(plan_stats, recipe.input["on_error"])
+    plan_file = run.work / "plan.json"
+    if plan_file.exists():
+        saved = json.loads(plan_file.read_text())
+        plan = Plan.from_json(saved["plan"])
+        plan_stats = StageStats.from_json(saved["stats"])
+        plan_report.samples = saved["samples"]
+        hashes = saved["sha256"]
+    else:
+        plan = make_plan(files, recipe, plan_report)
+        hashes = {f.rel: file_sha256(f.path) for f in files}
+        write_text_atomic(
+            plan_file,
+            json.dumps(
+                {
+                    "plan": plan.to_json(),
+                    "stats": plan_stats.to_json(),
+                    "samples": plan_report.samples,
+                    "sha256": hashes,
+                }
+            ),
+        )
+    if not quiet:
+        for note in plan.file_notes:
+            _log(
+                f"{'note' if note['kind'] == 'unsupported' else 'warning'}: {note['file']}: {note['message']}"
+            )
+    task_ids = plan.task_ids
+    stages = [spec.build() for spec in recipe.stages]
+    labels = [spec.label for spec in recipe.stages]
+    passes = plan_passes(stages)
+    artifacts: dict[str, Any] = {}
+    driver_stats = {label: StageStats() for label in labels}
+    for i, st in enumerate(stages):
+        st.setup(_driver_ctx(run, i, labels[i], task_ids, recipe, artifacts, driver_stats, workers))
+    manifest_parts: list[dict[str, Any]] = []
+    timings: dict[str, float] = {}
+    total_bytes = sum(t.nbytes for t in plan.tasks)
+    with LocalExecutor(workers) as executor:
+        for p in passes:
+            write_text_atomic(run.work / "artifacts.json", json.dumps(artifacts, ensure_ascii=False))
+            todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
+            names = [labels[i] for i in [p.apply, *p.maps, p.compute] if i is not None]
+            title = f"pass {p.index + 1}/{len(passes)}" + (f" ({' > '.join(names)})" if names else "")
+            t0 = time.monotonic()
+            if todo:
+                if p.index == 0:
+                    todo.sort(key=lambda i: -plan.tasks[i].nbytes)  # longest first
+                prev_docs = (
+                    None
+                    if p.index == 0
+                    else sum(
+                        json.loads(run.marker(p.index - 1, t).read_text())["docs_written"] for t in task_ids
+                    )
+                )
+                bar = Progress(
+                    title,
+                    total_bytes if p.index == 0 else None,
+                    prev_docs,
+                    quiet=quiet,
+                    done_tasks=len(task_ids) - len(todo),
+                    total_tasks=len(task_ids),
+                )
+                with bar:
+                    executor.run_pass(run.out, p.index, todo, bar)
+            timings[f"pass{p.index}"] = time.monotonic() - t0
+            if p.compute is not None:
+                label = labels[p.compute]
+                decided = run.decided(p.index)
+                t0 = time.monotonic()
+                if decided.exists():
+                    result = json.loads(decided.read_text())
+                else:
+                    if not quiet:
+                        _log(f"{label}: deciding over the whole corpus")
+                    dstats = StageStats()
+                    before = dict(artifacts)
+                    st = stages[p.compute]
+                    assert isinstance(st, GlobalStage)
+                    entries = st.decide(
+                        _driver_ctx(
+                            run, p.compute, label, task_ids, recipe, artifacts, {label: dstats}, workers
+                        )
+                    )
+                    result = {
+                        "manifest": entries or {},
+                        "stats": dstats.to_json(),
+                        "artifacts": {k: v for k, v in artifacts.items() if before.get(k) != v},
+                    }
+                    write_text_atomic(decided, json.dumps(result, ensure_ascii=False))
+                artifacts.update(result["artifacts"])
+                manifest_parts.append(result["manifest"])
+                driver_stats[label].merge(StageStats.from_json(result["stats"]))
+                timings[f"decide.{label}"] = time.monotonic() - t0
+            if p.index > 0 and not keep_work:
+                shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+    stats = _finalize(
+        run,
+        recipe,
+        plan,
+        passes,
+        labels,
+        stages,
+        task_ids,
+        plan_stats,
+        plan_report.samples,
+        driver_stats,
+        manifest_parts,
+        hashes,
+        files,
+    )
+    timings["total"] = time.monotonic() - started
+    write_text_atomic(
+        run.out / "timings.json", json.dumps({"workers": workers, "seconds": timings}, indent=1)
+    )
+    if not quiet:
+        _summary(stats, run.out, timings["total"])
+    return stats
+
+
+def _driver_ctx(
+    run: RunDir,
+    index: int,
+    label: str,
+    task_ids: list[str],
+    recipe: Recipe,
+    artifacts: dict[str, Any],
+    stats: dict[str, StageStats],
+    workers: int,
+) -> DriverContext:
+    work = run.stage_dir(index, label)
+    work.mkdir(parents=True, exist_ok=True)
+    run.output.mkdir(parents=True, exist_ok=True)
+    return DriverContext(
+        work_dir=work,
+        output_dir=run.output,
+        task_ids=task_ids,
+        seed=recipe.seed,
+        artifacts=artifacts,
+        stats=stats[label],
+        workers=workers,
+    )
+
+
+def _finalize(
+    run: RunDir,
+    recipe: Recipe,
+    plan: Plan,
+    passes: list[Pass],
+    labels: list[str],
+    stages: list[Stage],
+    task_ids: list[str],
+    plan_stats: StageStats,
+    plan_samples: dict[str, list[dict[str, str]]],
+    driver_stats: dict[str, StageStats],
+    manifest_parts: list[dict[str, Any]],
+    hashes: dict[str, str],
+    files: list[Any],
+) -> dict[str, Any]:
+    from dataprep.report import write_report
+
+    read, per_stage, samples, kept_lengths = _merge_task_stats(run, passes, labels, task_ids)
+    read.merge(plan_stats)
+    for kind, items in plan_samples.items():
+        samples[kind] = items + samples.get(kind, [])[: ReadReport.SAMPLES_PER_KIND - len(items)]
+    for label in labels:
+        per_stage[label].merge(driver_stats[label])
+    order = [READ_LABEL, *labels]
+    all_stats = {READ_LABEL: read, **per_stage}
+    totals = check_accounting(order, all_stats)
+    totals["dropped_by_reason"] = {
+        f"{label}/{reason}": n for label in order for reason, n in sorted(all_stats[label].drops.items())
+    }
+    final = run.final
+    if final.exists():
+        shutil.rmtree(final)
+    final.mkdir(parents=True)
+    if run.output.exists():
+        _link_tree(run.output, final)
+    last = passes[-1]
+    if last.compute is None or not getattr(stages[last.compute], "terminal", False):
+        for t in task_ids:
+            (final / "documents").mkdir(exist_ok=True)
+            os.link(run.docs(last.index, t), final / "documents" / f"{t}.parquet")
+    for label in [READ_LABEL, *labels]:
+        parts = [run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in task_ids]
+        parts = [x for x in parts if x.exists()]
+        if parts:
+            _concat_files(parts, final / "rejected" / f"{label}.jsonl.zst")
+    stats: dict[str, Any] = {
+        "recipe": {"name": recipe.name, "hash": recipe.hash()},
+        "input": {
+            "files": len(plan.files),
+            "bytes": sum(f.size for f in plan.files),
+            "tasks": len(task_ids),
+            "file_notes": plan.file_notes,
+            "problems": {k: v for k, v in sorted(read.counters.items())},
+            "problem_samples": dict(sorted(samples.items())),
+        },
+        "stages": [
+            {"label": label, "stage": name, "kind": kind, **all_stats[label].to_json()}
+            for label, name, kind in [(READ_LABEL, "read", "reader")]
+            + [(s.label, s.name, registry.get(s.name).kind) for s in recipe.stages]
+        ],
+        "totals": totals,
+        "length_chars": {
+            "read": read.histograms.get("length_chars", Histogram(LENGTH_EDGES)).to_json(),
+            "kept": kept_lengths.to_json(),
+        },
+    }
+    manifest: dict[str, Any] = {
+        "format_version": 1,
+        "dataprep_version": __version__,
+        "recipe": {"name": recipe.name, "hash": recipe.hash(), "file": "recipe.yaml"},
+        "seed": recipe.seed,
+        "inputs": [{"path": f.rel, "bytes": f.size, "sha256": hashes[f.rel]} for f in files],
+        "documents": {"read": totals["docs_in"], "kept": totals["kept"], "dropped": totals["dropped"]},
+    }
+    for part in manifest_parts:
+        manifest.update(part)
+    write_text_atomic(final / "stats.json", json.dumps(stats, ensure_ascii=False, indent=1))
+    write_text_atomic(final / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
+    write_text_atomic(
+        final / "recipe.yaml", yaml.safe_dump(recipe.resolved(), allow_unicode=True, sort_keys=False)
+    )
+    write_report(final, stats, manifest)
+    for entry in sorted(final.iterdir()):
+        target = run.out / entry.name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        os.replace(entry, target)
+    final.rmdir()
+    return stats
+
+
+def _summary(stats: dict[str, Any], out: Path, seconds: float) -> None:
+    t = stats["totals"]
+    _log(f"done in {seconds:.1f}s: {t['docs_in']} documents read, {t['kept']} kept, {t['dropped']} dropped")
+    for key, n in t["dropped_by_reason"].items():
+        _log(f"  dropped {n:>8}  {key}")
+    problems = stats["input"]["problems"]
+    bad = {k: v for k, v in problems.items() if k not in ("files.read",)}
+    if bad:
+        _log("input problems: " + ", ".join(f"{k}={v}" for k, v in bad.items()))
+        for kind, items in stats["input"]["problem_samples"].items():
+            for item in items[:3]:
+                _log(f"  {kind}: {item['where']}: {item['message']}")
+    _log(f"outputs in {out}: manifest.json, stats.json, report.html")

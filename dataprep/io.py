@@ -1,0 +1,185 @@
+"""Byte-level input plumbing: transparent decompression, bounded line reading, UTF-8 policy,
+binary sniffing, and atomic writes.
+
+Everything here streams: no function reads a whole file into memory.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+READ_BUFFER = 1 << 20
+
+
+def compression_of(path: str | Path) -> str | None:
+    """'gzip', 'zstd' or None, from the file name."""
+    return COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
+
+
+def logical_suffix(path: str | Path) -> str:
+    """The format suffix under any compression suffix: 'a.jsonl.gz' -> '.jsonl'."""
+    p = Path(path)
+    if compression_of(p):
+        p = p.with_suffix("")
+    return p.suffix.lower()
+
+
+class RawInput:
+    """An input file opened for streaming, decompressed when its name says so.
+
+    ``stream`` yields decompressed bytes; ``raw_position()`` is the offset in the on-disk file,
+    which is what progress and ETA are measured in.
+    """
+
+    def __init__(self, path: str | Path, start: int = 0):
+        self.path = Path(path)
+        self._raw = open(self.path, "rb", buffering=READ_BUFFER)  # noqa: SIM115 (closed in close())
+        kind = compression_of(self.path)
+        if kind and start:
+            raise ValueError(f"{self.path}: cannot seek inside a {kind} file")
+        if start:
+            self._raw.seek(start)
+        self.stream: BinaryIO
+        if kind == "gzip":
+            self.stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
+        elif kind == "zstd":
+            import zstandard
+
+            reader = zstandard.ZstdDecompressor().stream_reader(self._raw, read_across_frames=True)
+            self.stream = io.BufferedReader(reader, READ_BUFFER)  # type: ignore[arg-type]
+        else:
+            self.stream = self._raw  # type: ignore[assignment]
+
+    def raw_position(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        if self.stream is not self._raw:
+            self.stream.close()
+        self._raw.close()
+
+    def __enter__(self) -> RawInput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_lines(stream: BinaryIO, max_bytes: int, limit_bytes: int | None = None) -> Iterator[bytes | None]:
+    """Yield raw lines (with their newline) from ``stream``; a line longer than ``max_bytes`` is
+    consumed in bounded chunks and yielded as ``None`` so memory never holds it whole.
+
+    limit_bytes: stop once this many bytes have been consumed (a line that starts before the
+    limit is read to its end). Used for byte-range splits of uncompressed files.
+    """
+    consumed = 0
+    while limit_bytes is None or consumed < limit_bytes:
+        line = stream.readline(max_bytes + 1)
+        if not line:
+            return
+        consumed += len(line)
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            while True:
+                chunk = stream.readline(READ_BUFFER)
+                consumed += len(chunk)
+                if not chunk or chunk.endswith(b"\n"):
+                    break
+            yield None
+        else:
+            yield line
+
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+def looks_binary(head: bytes) -> bool:
+    """True when the first bytes of a (decompressed) file are clearly not text.
+
+    Rule: more than 10% control bytes other than tab/newline/CR/FF/ESC, or more than 30% of the
+    bytes not decodable as UTF-8. A text file with a stray NUL or a few bad bytes stays text.
+    """
+    if not head:
+        return False
+    controls = len(_CONTROL.findall(head))
+    if controls > 0.10 * len(head):
+        return True
+    bad = len(head) - len(head.decode("utf-8", "ignore").encode("utf-8"))
+    # a multi-byte character cut at the end of the sniffed block is not evidence of binary
+    return bad - 3 > 0.30 * len(head)
+
+
+def sniff(path: str | Path, size: int = 8192) -> bytes:
+    """The first ``size`` decompressed bytes of a file (raises OSError/EOFError on corrupt input)."""
+    with RawInput(path) as f:
+        return f.stream.read(size)
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(READ_BUFFER * 8), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def line_splits(path: str | Path, split_bytes: int) -> list[tuple[int, int, int]]:
+    """Cut an uncompressed line-oriented file into ranges of about ``split_bytes``.
+
+    Returns [(start, end, first_line)], ranges aligned to line starts, first_line 1-based.
+    Reads the file once, counting newlines (bytes.count runs at memory speed).
+    """
+    size = os.path.getsize(path)
+    if size <= split_bytes:
+        return [(0, size, 1)]
+    splits: list[tuple[int, int, int]] = []
+    start, start_line = 0, 1
+    lines_before = 0  # newlines in [0, pos)
+    pos = 0
+    target = split_bytes
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(READ_BUFFER * 8)
+            if not chunk:
+                break
+            chunk_end = pos + len(chunk)
+            while target < chunk_end:
+                cut = chunk.find(b"\n", max(target - pos, 0))
+                if cut < 0:
+                    break  # the cut point is in a later chunk
+                boundary = pos + cut + 1
+                line_at_boundary = lines_before + chunk.count(b"\n", 0, cut + 1) + 1
+                if boundary < size:
+                    splits.append((start, boundary, start_line))
+                    start, start_line = boundary, line_at_boundary
+                target = boundary + split_bytes
+            lines_before += chunk.count(b"\n")
+            pos = chunk_end
+    splits.append((start, size, start_line))
+    return splits
+
+
+@contextmanager
+def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[BinaryIO]:
+    """Write to ``path`` through a temporary file renamed into place on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, mode) as f:
+        yield f  # type: ignore[misc]
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    with atomic_write(path, "wb") as f:
+        f.write(text.encode("utf-8"))

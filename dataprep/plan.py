@@ -1,0 +1,160 @@
+"""From command-line inputs to an ordered list of tasks.
+
+Inputs are files, directories (walked recursively, hidden entries skipped) and globs. Files are
+ordered by their path relative to the input root, so task order, document ids and therefore
+outputs do not depend on the file system's listing order or on the worker count.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataprep import stage as registry
+from dataprep.io import logical_suffix, looks_binary, sniff
+from dataprep.recipe import InputParams, Recipe
+from dataprep.stage import InputSplit, ReadReport
+
+
+class InputNotFound(FileNotFoundError):
+    """A command-line input matched nothing."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str  # absolute
+    rel: str  # relative to its input root; appears in document ids
+    size: int
+    mtime_ns: int
+
+
+def _has_magic(s: str) -> bool:
+    return any(c in s for c in "*?[")
+
+
+def expand_inputs(args: list[str]) -> list[InputFile]:
+    """Files named by ``args``, de-duplicated and sorted by ``rel``.
+
+    rel is relative to the directory given (or the glob's fixed prefix, or the file's parent);
+    with several arguments each rel is prefixed by the argument's own name to keep ids unique.
+    """
+    found: dict[str, InputFile] = {}
+    for arg in args:
+        if _has_magic(arg):
+            prefix = Path(arg.split("*")[0].split("?")[0].split("[")[0])
+            root = prefix if arg.endswith(os.sep) or prefix.is_dir() else prefix.parent
+            paths = [Path(p) for p in glob.glob(arg, recursive=True) if Path(p).is_file()]
+            if not paths:
+                raise InputNotFound(f"input {arg!r} matches no file")
+        else:
+            p = Path(arg)
+            if p.is_file():
+                root, paths = p.parent, [p]
+            elif p.is_dir():
+                root = p
+                paths = []
+                for dirpath, dirnames, filenames in os.walk(p):
+                    dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                    paths += [Path(dirpath) / f for f in filenames if not f.startswith(".")]
+            else:
+                raise InputNotFound(f"input {arg!r} does not exist")
+        for path in paths:
+            rel = path.relative_to(root).as_posix()
+            if len(args) > 1:
+                rel = f"{Path(arg.rstrip('/')).name or arg}/{rel}"
+            st = path.stat()
+            absolute = str(path.resolve())
+            found.setdefault(absolute, InputFile(absolute, rel, st.st_size, st.st_mtime_ns))
+    return sorted(found.values(), key=lambda f: (f.rel, f.path))
+
+
+@dataclass
+class Plan:
+    """The tasks of a run and what was learnt about its input files while planning.
+
+    tasks: input splits in their canonical order (task i has id ``t{i:05d}``).
+    file_notes: per file, why it produced no task (binary, empty, unsupported, unreadable).
+    """
+
+    files: list[InputFile]
+    tasks: list[InputSplit]
+    file_notes: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [f"t{i:05d}" for i in range(len(self.tasks))]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": [asdict(f) for f in self.files],
+            "tasks": [asdict(t) for t in self.tasks],
+            "file_notes": self.file_notes,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            [InputFile(**f) for f in d["files"]], [InputSplit(**t) for t in d["tasks"]], d["file_notes"]
+        )
+
+    def fingerprint(self) -> str:
+        key = json.dumps([asdict(f) for f in self.files], sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+def reader_for(path: str, params: InputParams) -> type[registry.Reader] | None:
+    readers = registry.readers()
+    if params.format != "auto":
+        return next(r for r in readers if r.name == params.format)
+    suffix = logical_suffix(path)
+    return next((r for r in readers if suffix in r.extensions), None)
+
+
+def make_plan(files: list[InputFile], recipe: Recipe, report: ReadReport) -> Plan:
+    """Sniff each file and cut it into splits. Files without a task are noted (and reported)."""
+    params = registry.build_params(
+        InputParams, {k: v for k, v in recipe.input.items() if k in InputParams.__dataclass_fields__}, "input"
+    )
+    tasks: list[InputSplit] = []
+    notes: list[dict[str, str]] = []
+
+    def note(f: InputFile, kind: str, message: str) -> None:
+        notes.append({"file": f.rel, "kind": kind, "message": message})
+        report.file_error(kind, f.rel, message)
+
+    for f in files:
+        reader = reader_for(f.path, params)
+        if reader is None:
+            notes.append(
+                {"file": f.rel, "kind": "unsupported", "message": "no reader for this file type (skipped)"}
+            )
+            report.stats.count("files.unsupported")
+            continue
+        if f.size == 0:
+            note(f, "empty_file", "empty file (0 bytes)")
+            continue
+        if reader.name != "parquet":
+            try:
+                head = sniff(f.path)
+            except (OSError, EOFError) as e:
+                note(f, "read_error", f"cannot read: {e}")
+                continue
+            if not head:
+                note(f, "empty_file", "empty file (no data after decompression)")
+                continue
+            if looks_binary(head):
+                note(f, "binary_file", "looks binary (control bytes or undecodable text), skipped")
+                continue
+        try:
+            splits = reader.plan(f.path, f.rel, recipe.reader_params(reader))
+        except Exception as e:  # a corrupt Parquet footer, an unreadable file
+            note(f, "read_error", f"cannot plan: {type(e).__name__}: {e}")
+            continue
+        report.stats.count("files.read")
+        tasks += splits
+    return Plan(files, tasks, notes)

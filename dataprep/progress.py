@@ -1,0 +1,61 @@
+"""Progress display for long passes: documents/s, MB/s and ETA (tqdm, on stderr)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+
+class Progress:
+    """A progress bar over input bytes (ETA from bytes) or, when total_bytes is None, documents.
+
+    ``update(docs, nbytes)`` is thread-safe; the postfix shows docs/s (and MB/s over input bytes).
+    """
+
+    def __init__(
+        self,
+        title: str,
+        total_bytes: int | None = None,
+        total_docs: int | None = None,
+        quiet: bool = False,
+        done_tasks: int = 0,
+        total_tasks: int = 0,
+    ):
+        from tqdm import tqdm
+
+        self.by_bytes = total_bytes is not None
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        self.docs = 0
+        self.nbytes = 0
+        resumed = f" [resuming: {done_tasks}/{total_tasks} tasks done]" if done_tasks else ""
+        self._bar = tqdm(
+            total=total_bytes if self.by_bytes else total_docs,
+            desc=title + resumed,
+            unit="B" if self.by_bytes else "doc",
+            unit_scale=True,
+            unit_divisor=1024 if self.by_bytes else 1000,
+            disable=quiet,
+            file=sys.stderr,
+            mininterval=0.5 if sys.stderr.isatty() else 15.0,
+            dynamic_ncols=True,
+            leave=True,
+        )
+
+    def update(self, docs: int, nbytes: int) -> None:
+        with self._lock:
+            self.docs += docs
+            self.nbytes += nbytes
+            self._bar.update(nbytes if self.by_bytes else docs)
+            elapsed = max(time.monotonic() - self._start, 1e-9)
+            rate = f"{self.docs / elapsed:,.0f} docs/s"
+            if self.by_bytes:
+                rate += f", {self.nbytes / elapsed / 1e6:.1f} MB/s"
+            self._bar.set_postfix_str(rate, refresh=False)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.close()

@@ -1,0 +1,77 @@
+"""Shared machinery for readers of line-oriented text (used by the jsonl and txt readers).
+
+Handles, for one input split: decompression, bounded line length, UTF-8 policy, NUL bytes, and
+line numbers, reporting every problem through a :class:`ReadReport` with ``file:line``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from dataprep.io import RawInput, compression_of, iter_lines, line_splits
+from dataprep.recipe import InputParams
+from dataprep.stage import InputSplit, Reader, ReadReport
+
+
+@dataclass
+class LineRecord:
+    """One decoded line. text has its line ending removed; line is 1-based."""
+
+    line: int
+    text: str
+    nbytes: int
+
+
+class LineReader(Reader):
+    """Base for readers whose records are lines: splittable when uncompressed."""
+
+    splittable = True
+
+    @classmethod
+    def plan(cls, path: str, rel: str, params: InputParams) -> list[InputSplit]:
+        if compression_of(path) is None and cls.splittable:
+            return [
+                InputSplit(path, rel, cls.name, start, end, first_line, end - start)
+                for start, end, first_line in line_splits(path, params.split_bytes)
+            ]
+        return [InputSplit(path, rel, cls.name, nbytes=os.path.getsize(path))]
+
+    def lines(self, split: InputSplit, report: ReadReport) -> Iterator[LineRecord]:
+        """Decoded lines of the split, bad ones reported (and skipped) per the input policy."""
+        params: InputParams = self.params
+        limit = None if split.end < 0 else split.end - split.start
+        with RawInput(split.path, split.start) as f:
+            line_no = split.first_line - 1
+            try:
+                for raw in iter_lines(f.stream, params.max_line_bytes, limit):
+                    line_no += 1
+                    report.position = f.raw_position() - split.start
+                    where = f"{split.rel}:{line_no}"
+                    if raw is None:
+                        report.record_error(
+                            "line_too_long",
+                            where,
+                            f"line longer than input.max_line_bytes={params.max_line_bytes}",
+                        )
+                        continue
+                    nbytes = len(raw)
+                    nuls = raw.count(b"\x00")
+                    if nuls:
+                        report.repair("nul_bytes", where, f"{nuls} NUL byte(s) removed")
+                        raw = raw.replace(b"\x00", b"")
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        message = f"invalid UTF-8 at byte {e.start}"
+                        if params.invalid_utf8 == "drop":
+                            report.record_error("invalid_utf8", where, message, raw)
+                            continue
+                        report.repair("invalid_utf8", where, message + " (replaced with U+FFFD)")
+                        text = raw.decode("utf-8", "replace")
+                    yield LineRecord(line_no, text.rstrip("\r\n"), nbytes)
+            except (OSError, EOFError) as e:
+                # truncated or corrupt compressed data: what was read so far is kept
+                report.file_error("read_error", f"{split.rel}:{line_no + 1}", f"cannot read further: {e}")
+            report.position = f.raw_position() - split.start

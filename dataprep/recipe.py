@@ -1,0 +1,222 @@
+"""Recipes: a YAML file listing the stages in order, with their parameters.
+
+    name: default
+    seed: 0
+    input:                 # options for the readers (see `dataprep stages`, kind reader)
+      on_error: skip
+    stages:
+      - normalize: {}
+      - exact_dedup: {}
+      - tokenize: {vocab_size: 8000}
+      - pack: {seq_length: 512}
+
+Loading validates every stage name and parameter (unknown names, wrong types, missing artifacts)
+and fills in defaults; the resolved recipe is what gets saved into OUT and hashed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from dataprep import stage as registry
+from dataprep.stage import GlobalStage, RecipeError, Stage, param
+
+
+@dataclass
+class InputParams:
+    """Options shared by every reader (each reader adds its own, e.g. text_field)."""
+
+    format: Literal["auto", "jsonl", "txt", "parquet"] = param(
+        "auto", help="reader for every input file; auto picks by file extension"
+    )
+    on_error: Literal["skip", "stop"] = param(
+        "skip", help="bad records: skip (record the reason and continue) or stop the run"
+    )
+    invalid_utf8: Literal["replace", "drop"] = param(
+        "replace", help="undecodable bytes: replace with U+FFFD (counted) or drop the record"
+    )
+    max_line_bytes: int = param(
+        16 << 20, help="records longer than this many bytes are dropped as line_too_long"
+    )
+    split_bytes: int = param(
+        128 << 20, help="uncompressed line-oriented files larger than this are split into tasks"
+    )
+    batch_size: int = param(1000, help="documents per batch handed to each stage")
+
+    def validate(self) -> None:
+        if self.max_line_bytes < 16:
+            raise ValueError("max_line_bytes must be at least 16")
+        if self.split_bytes < 1 << 16:
+            raise ValueError("split_bytes must be at least 65536")
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be positive")
+
+
+@dataclass
+class StageSpec:
+    """One stage of a resolved recipe. label: unique name in stats (name, or name.N if repeated)."""
+
+    label: str
+    name: str
+    params: Any
+
+    def build(self) -> Stage:
+        return registry.get(self.name)(self.params)
+
+
+@dataclass
+class Recipe:
+    name: str
+    seed: int
+    input: dict[str, Any]
+    stages: list[StageSpec]
+    source: str = ""
+
+    def resolved(self) -> dict[str, Any]:
+        """The recipe with every default filled in (what is saved and hashed)."""
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "input": dict(sorted(self.input.items())),
+            "stages": [{s.name: dataclasses.asdict(s.params)} for s in self.stages],
+        }
+
+    def hash(self) -> str:
+        canonical = json.dumps(self.resolved(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def reader_params(self, reader_cls: type) -> Any:
+        fields = {f.name for f in dataclasses.fields(reader_cls.Params)}
+        return registry.build_params(
+            reader_cls.Params,
+            {k: v for k, v in self.input.items() if k in fields},
+            f"input ({reader_cls.name})",
+        )
+
+
+def builtin_recipes() -> list[str]:
+    return sorted(
+        p.name[:-5] for p in resources.files("dataprep.recipes").iterdir() if p.name.endswith(".yaml")
+    )
+
+
+def read_recipe_text(ref: str) -> tuple[str, str]:
+    """(yaml text, where it came from) for a path or the name of a built-in recipe."""
+    path = Path(ref)
+    if path.is_file():
+        return path.read_text(encoding="utf-8"), str(path)
+    if ref in builtin_recipes():
+        return resources.files("dataprep.recipes").joinpath(f"{ref}.yaml").read_text(
+            encoding="utf-8"
+        ), f"builtin:{ref}"
+    names = ", ".join(builtin_recipes())
+    raise RecipeError(f"recipe {ref!r} is neither a file nor a built-in recipe ({names})")
+
+
+def _input_fields() -> set[str]:
+    fields = {f.name for f in dataclasses.fields(InputParams)}
+    for reader in registry.readers():
+        fields |= {f.name for f in dataclasses.fields(reader.Params)}
+    return fields
+
+
+def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
+    if not isinstance(data, dict):
+        raise RecipeError(f"{where}: a recipe is a mapping with 'stages' (and optionally name, seed, input)")
+    unknown = sorted(set(data) - {"name", "seed", "input", "stages"})
+    if unknown:
+        raise RecipeError(
+            f"{where}: unknown top-level key(s) {', '.join(unknown)}; valid: name, seed, input, stages"
+        )
+    raw_input = data.get("input") or {}
+    if not isinstance(raw_input, dict):
+        raise RecipeError(f"{where}: 'input' must be a mapping")
+    bad_input = sorted(set(raw_input) - _input_fields())
+    if bad_input:
+        raise RecipeError(
+            f"{where}: unknown input option(s) {', '.join(bad_input)}; "
+            f"valid: {', '.join(sorted(_input_fields()))}"
+        )
+    common = registry.build_params(
+        InputParams, {k: v for k, v in raw_input.items() if k in _field_names(InputParams)}, f"{where}: input"
+    )
+    resolved_input = dataclasses.asdict(common)
+    for reader in registry.readers():
+        params = registry.build_params(
+            reader.Params,
+            {k: v for k, v in raw_input.items() if k in _field_names(reader.Params)},
+            f"{where}: input",
+        )
+        resolved_input.update(dataclasses.asdict(params))
+    raw_stages = data.get("stages")
+    if not isinstance(raw_stages, list) or not raw_stages:
+        raise RecipeError(f"{where}: 'stages' must be a non-empty list")
+    names = []
+    for i, entry in enumerate(raw_stages):
+        if isinstance(entry, str):
+            names.append((entry, {}))
+        elif isinstance(entry, dict) and len(entry) == 1:
+            ((name, params),) = entry.items()
+            if params is not None and not isinstance(params, dict):
+                raise RecipeError(f"{where}: stages[{i}] ({name}): parameters must be a mapping")
+            names.append((name, params or {}))
+        else:
+            raise RecipeError(
+                f"{where}: stages[{i}] must be a stage name or a one-key mapping {{name: {{params}}}}"
+            )
+    specs: list[StageSpec] = []
+    seen: dict[str, int] = {}
+    provided: set[str] = set()
+    for i, (name, raw_params) in enumerate(names):
+        cls = registry.get(name)
+        if cls.kind not in ("map", "global"):
+            raise RecipeError(f"{where}: stages[{i}] {name!r} is a {cls.kind}, not a pipeline stage")
+        params = registry.build_params(cls.Params, raw_params, f"{where}: stages[{i}] {name}")
+        seen[name] = seen.get(name, 0) + 1
+        label = name if seen[name] == 1 else f"{name}.{seen[name]}"
+        missing = [r for r in cls.requires if r not in provided]
+        if missing:
+            raise RecipeError(
+                f"{where}: stage {name!r} needs {', '.join(missing)}, which no earlier stage provides"
+            )
+        provided |= set(cls.provides)
+        if issubclass(cls, GlobalStage) and cls.terminal and i != len(names) - 1:
+            raise RecipeError(f"{where}: stage {name!r} consumes the documents and must come last")
+        specs.append(StageSpec(label, name, params))
+    recipe_seed = data.get("seed", 0)
+    if isinstance(recipe_seed, bool) or not isinstance(recipe_seed, int):
+        raise RecipeError(f"{where}: seed must be an integer")
+    return Recipe(
+        name=str(data.get("name", Path(where).stem)),
+        seed=recipe_seed if seed is None else seed,
+        input=resolved_input,
+        stages=specs,
+        source=where,
+    )
+
+
+def _field_names(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def load_recipe(ref: str, seed: int | None = None) -> Recipe:
+    """Load, validate and resolve a recipe from a path or a built-in name."""
+    text, where = read_recipe_text(ref)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise RecipeError(f"{where}: not valid YAML: {e}") from None
+    return parse_recipe(data, where, seed)
+
+
+def recipe_from_resolved(data: dict[str, Any]) -> Recipe:
+    """Rebuild a Recipe from ``Recipe.resolved()`` output (used by workers)."""
+    return parse_recipe(data, "resolved recipe")

@@ -1,0 +1,181 @@
+"""report.html: one self-contained page (PNG plots embedded) built from stats.json and manifest.json.
+
+Plots: the funnel of documents and characters through the stages, drops by reason, document
+length before and after, and one plot per histogram a stage recorded (filter scores, cluster
+sizes). ``dataprep report OUT`` rebuilds it from the JSON files alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from dataprep.io import write_text_atomic
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _bin_labels(edges: list[float]) -> list[str]:
+    def short(x: float) -> str:
+        for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
+            if x >= size and x % size == 0:
+                return f"{int(x // size)}{unit}"
+        return f"{x:g}"
+
+    return [f"<{short(edges[0])}"] + [f"{short(a)}-" for a in edges[:-1]] + [f"≥{short(edges[-1])}"]
+
+
+def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str) -> str:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    first = next(iter(series.values()))
+    counts = {k: np.asarray(v["counts"]) for k, v in series.items()}
+    nonzero = np.flatnonzero(sum(counts.values()))
+    if nonzero.size == 0:
+        return f"<p>{html.escape(title)}: no data</p>"
+    lo, hi = nonzero[0], nonzero[-1] + 1
+    labels = _bin_labels(first["edges"])[lo:hi]
+    fig, ax = plt.subplots(figsize=(8, 3))
+    width = 0.8 / len(series)
+    x = np.arange(hi - lo)
+    for i, (name, c) in enumerate(counts.items()):
+        ax.bar(x + i * width, c[lo:hi], width=width, label=name)
+    ax.set_xticks(x + width * (len(series) - 1) / 2, labels, rotation=60, fontsize=7)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("documents")
+    if len(series) > 1:
+        ax.legend()
+    return _png(fig)
+
+
+def _funnel(stages: list[dict[str, Any]]) -> str:
+    import matplotlib.pyplot as plt
+
+    labels = [s["label"] for s in stages]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3))
+    for ax, key, title in (
+        (axes[0], "docs_out", "documents after each stage"),
+        (axes[1], "chars_out", "characters after each stage"),
+    ):
+        values = [s[key] for s in stages]
+        ax.barh(labels[::-1], values[::-1], color="#4878a8")
+        ax.set_title(title)
+        for y, v in enumerate(values[::-1]):
+            ax.text(v, y, f" {v:,}", va="center", fontsize=7)
+    return _png(fig)
+
+
+def _drops(stages: list[dict[str, Any]]) -> str:
+    import matplotlib.pyplot as plt
+
+    items = [(f"{s['label']}/{r}", n) for s in stages for r, n in s["drops"].items()]
+    if not items:
+        return "<p>No document was dropped.</p>"
+    items.sort(key=lambda x: x[1])
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(items) + 1))
+    ax.barh([k for k, _ in items], [n for _, n in items], color="#c05050")
+    for y, (_, n) in enumerate(items):
+        ax.text(n, y, f" {n:,}", va="center", fontsize=7)
+    ax.set_title("documents dropped, by stage and reason")
+    return _png(fig)
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    stages = stats["stages"]
+    totals = stats["totals"]
+    parts = [
+        f"<h1>dataprep report: {html.escape(stats['recipe']['name'])}</h1>",
+        f"<p>recipe hash <code>{stats['recipe']['hash'][:16]}</code> · "
+        f"{stats['input']['files']} input files, "
+        f"{stats['input']['bytes']:,} bytes, {stats['input']['tasks']} tasks · "
+        f"<b>{totals['docs_in']:,}</b> documents read, <b>{totals['kept']:,}</b> kept, "
+        f"<b>{totals['dropped']:,}</b> dropped</p>",
+        "<h2>Funnel</h2>",
+        _funnel(stages),
+        _table(
+            [
+                [
+                    s["label"],
+                    s["kind"],
+                    s["docs_in"],
+                    s["docs_out"],
+                    sum(s["drops"].values()),
+                    s["chars_in"],
+                    s["chars_out"],
+                ]
+                for s in stages
+            ],
+            ["stage", "kind", "docs in", "docs out", "dropped", "chars in", "chars out"],
+        ),
+        "<h2>Drops by reason</h2>",
+        _drops(stages),
+        "<h2>Document length</h2>",
+        _hist_plot(
+            "characters per document",
+            {"read": stats["length_chars"]["read"], "kept": stats["length_chars"]["kept"]},
+            "characters",
+        ),
+    ]
+    counters = [[s["label"], k, v] for s in stages for k, v in s["counters"].items()]
+    if counters:
+        parts += ["<h2>Counters</h2>", _table(counters, ["stage", "counter", "value"])]
+    for s in stages:
+        for name, h in s["histograms"].items():
+            if s["label"] == "read" and name == "length_chars":
+                continue
+            parts.append(_hist_plot(f"{s['label']}: {name}", {name: h}, name))
+    problems = stats["input"]["problem_samples"]
+    if problems or stats["input"]["file_notes"]:
+        parts.append("<h2>Input problems</h2>")
+        rows = [[n["kind"], n["file"], n["message"]] for n in stats["input"]["file_notes"]]
+        rows += [[kind, it["where"], it["message"]] for kind, items in problems.items() for it in items]
+        parts.append(_table(rows, ["kind", "where", "message"]))
+    shards = {k: v for k, v in manifest.items() if k not in ("inputs",)}
+    parts += [
+        "<h2>Manifest</h2>",
+        f"<pre>{html.escape(json.dumps(shards, ensure_ascii=False, indent=1)[:20000])}</pre>",
+    ]
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
+        "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:right}"
+        "td:first-child{text-align:left}pre{background:#f6f6f6;padding:1em;font-size:12px}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>dataprep report</title>"
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    )
+
+
+def write_report(
+    out: Path, stats: dict[str, Any] | None = None, manifest: dict[str, Any] | None = None
+) -> Path:
+    """Write out/report.html from the given (or the saved) stats and manifest."""
+    if stats is None:
+        stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    if manifest is None:
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    path = out / "report.html"
+    write_text_atomic(path, render(stats, manifest))
+    return path

@@ -1,0 +1,466 @@
+"""The stage protocol and the stage registry.
+
+A recipe is a plain list of stages. Each stage is one class in one file of the ``stages`` package,
+registered by name with :func:`register`. The framework never imports a concrete stage: the
+registry discovers them by walking the ``stages`` package (and the ``dataprep.stages`` entry-point
+group, for plug-ins) the first time a name is looked up.
+
+Kinds of stage:
+
+* ``reader``  - turns one input split into documents (:class:`Reader`).
+* ``map``     - transforms or drops documents one batch at a time, 1:1 (:class:`MapStage`).
+* ``global``  - needs the whole corpus before it can decide (dedup, tokenizer training, packing):
+  ``compute`` per task, then ``decide`` once, then ``apply`` per task in the next pass
+  (:class:`GlobalStage`).
+* ``writer``  - writes packed rows to a shard format (:class:`ShardWriter`).
+
+Stages declare the artifacts they read and write (``requires`` / ``provides``, e.g. "tokenizer"),
+and the recipe loader checks that every requirement is provided by an earlier stage.
+Stage objects are built from their parameters alone, in any process, so a local process pool and
+a Ray cluster run the same code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from dataprep.document import Document, Drop
+from dataprep.stats import StageStats
+
+StageResult = Document | Drop
+
+
+class RecipeError(ValueError):
+    """The recipe (or a stage's parameters) is invalid; the message says what to change."""
+
+
+@dataclass
+class NoParams:
+    """A stage without parameters."""
+
+
+@dataclass
+class StageContext:
+    """What a stage sees while it processes one task.
+
+    stats: this stage's counters for this task (merged by the framework across tasks).
+    work_dir: the stage's private directory under OUT/work/ (shared by all tasks; use task_id in
+      file names). task_id / task_index / num_tasks: the task being processed; task_index orders
+      tasks deterministically. artifacts: what earlier stages published (e.g. "tokenizer").
+    """
+
+    stats: StageStats
+    work_dir: Path
+    task_id: str = ""
+    task_index: int = 0
+    num_tasks: int = 1
+    seed: int = 0
+    artifacts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DriverContext:
+    """What a stage sees in the driver (``setup`` and ``decide``), once per run.
+
+    task_ids: all tasks in order. output_dir: the staging directory of the final outputs;
+    files written there appear in OUT/ when the run completes. publish(): make an artifact
+    visible to later stages (and to workers of later passes). progress(): a progress callback
+    factory for long driver-side work.
+    """
+
+    work_dir: Path
+    output_dir: Path
+    task_ids: list[str]
+    seed: int
+    artifacts: dict[str, Any]
+    stats: StageStats
+    workers: int = 1
+
+    def publish(self, name: str, value: Any) -> None:
+        self.artifacts[name] = value
+
+
+class Stage:
+    """Base of all stages. Subclasses set ``name``, ``kind``, ``Params`` and a one-line docstring."""
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    Params: ClassVar[type] = NoParams
+    requires: ClassVar[tuple[str, ...]] = ()
+    provides: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, params: Any):
+        self.params = params
+
+    def setup(self, ctx: DriverContext) -> None:
+        """Driver-side check before any work starts (fail fast: missing files, bad settings)."""
+
+    def begin_task(self, ctx: StageContext) -> None:
+        """Called in the worker before the first batch of every task: reset per-task state."""
+
+
+class MapStage(Stage):
+    """Transforms or drops documents; exactly one result per input document, in order."""
+
+    kind = "map"
+
+    def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        raise NotImplementedError
+
+
+class ScoredFilter(MapStage):
+    """A filter whose statistics stay inspectable (compute, then decide).
+
+    ``score`` returns named statistics of a document; ``decide`` turns them into a drop reason or
+    None. Scores are stored under ``doc.meta["scores"][<stage name>]`` when ``keep_scores`` is on,
+    and histogrammed into stats with ``score_edges`` so thresholds can be tuned.
+    """
+
+    score_edges: ClassVar[dict[str, list[float]]] = {}
+    keep_scores: ClassVar[bool] = False
+
+    def score(self, doc: Document) -> dict[str, float]:
+        raise NotImplementedError
+
+    def decide(self, scores: dict[str, float]) -> tuple[str, float] | None:
+        """(reason, the score that decided) to drop, or None to keep."""
+        raise NotImplementedError
+
+    def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        out: list[StageResult] = []
+        for doc in batch:
+            scores = self.score(doc)
+            for key, edges in self.score_edges.items():
+                if key in scores:
+                    ctx.stats.histogram(key, edges).add([scores[key]])
+            if self.keep_scores:
+                doc.meta.setdefault("scores", {})[self.name] = scores
+            verdict = self.decide(scores)
+            out.append(doc if verdict is None else Drop(doc, verdict[0], score=verdict[1]))
+        return out
+
+
+class GlobalStage(Stage):
+    """A stage that must see the whole corpus before deciding.
+
+    Phases: ``compute`` sees every document of a task in order (and must not change them),
+    ``finish_compute`` flushes the task's state under ``ctx.work_dir``; ``decide`` runs once in the
+    driver after all tasks; ``apply`` then sees the same documents, in the same order, in the next
+    pass. A ``terminal`` stage consumes the documents (e.g. packing into shards): it has no apply.
+    When ``needs_global_pass()`` is False (e.g. a tokenizer given as a file), the framework skips
+    compute/decide and runs ``apply`` as a map stage.
+    """
+
+    kind = "global"
+    terminal: ClassVar[bool] = False
+
+    def needs_global_pass(self) -> bool:
+        return True
+
+    def compute(self, batch: list[Document], ctx: StageContext) -> None:
+        raise NotImplementedError
+
+    def finish_compute(self, ctx: StageContext) -> None:
+        """Called once per task after its last batch."""
+
+    def decide(self, ctx: DriverContext) -> dict[str, Any]:
+        """Runs once; returns entries for manifest.json (may be empty)."""
+        raise NotImplementedError
+
+    def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        return list(batch)
+
+
+@dataclass(frozen=True)
+class InputSplit:
+    """A unit of input work: a file, or a byte range of an uncompressed line-oriented file.
+
+    path: absolute path. rel: path relative to the input root (used in document ids).
+    start/end: byte range (end = -1 means to the end). first_line: 1-based line number at start.
+    nbytes: on-disk bytes this split accounts for (progress and scheduling).
+    """
+
+    path: str
+    rel: str
+    reader: str
+    start: int = 0
+    end: int = -1
+    first_line: int = 1
+    nbytes: int = 0
+
+
+class InputError(Exception):
+    """Bad input under ``on_error: stop``; the message names the file and line."""
+
+
+class Reader(Stage):
+    """Turns one input split into documents, reporting bad records through ``report``.
+
+    extensions: logical suffixes this reader handles (after removing .gz/.zst).
+    splittable: an uncompressed file may be cut into line-aligned byte ranges.
+    """
+
+    kind = "reader"
+    extensions: ClassVar[tuple[str, ...]] = ()
+    splittable: ClassVar[bool] = False
+
+    def read(self, split: InputSplit, report: ReadReport) -> Iterator[Document]:
+        raise NotImplementedError
+
+
+class ReadReport:
+    """Collects a reader's bad-input events for one split and applies the error policy.
+
+    Errors (malformed record, missing field, over-long line, binary file, undecodable text under
+    ``invalid_utf8: drop``) are recorded with file and line; under ``on_error: stop`` the first one
+    raises :class:`InputError`. Repairs (replacing invalid UTF-8, stripping NUL bytes) are counted
+    and sampled but never stop a run. Record-level errors count as drops of the reader stage so the
+    accounting stays exact; file-level ones (binary, empty, unreadable) are counted per file.
+    """
+
+    SAMPLES_PER_KIND = 20
+
+    def __init__(self, stats: StageStats, on_error: str, rejected: Any = None):
+        self.stats = stats
+        self.on_error = on_error
+        self.rejected = rejected
+        self.samples: dict[str, list[dict[str, Any]]] = {}
+        self.position = 0  # on-disk bytes consumed so far in the current split (progress)
+
+    def _sample(self, kind: str, where: str, message: str) -> None:
+        bucket = self.samples.setdefault(kind, [])
+        if len(bucket) < self.SAMPLES_PER_KIND:
+            bucket.append({"where": where, "message": message})
+
+    def record_error(self, kind: str, where: str, message: str, raw: bytes | str = b"") -> None:
+        """A record that cannot become a document: dropped under ``kind`` (or stop the run)."""
+        self.stats.docs_in += 1
+        if self.on_error == "stop":
+            raise InputError(
+                f"{where}: {message} (input.on_error is 'stop'; fix the input or set it to 'skip')"
+            )
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        self.stats.drop(kind, len(text))
+        self._sample(kind, where, message)
+        if self.rejected is not None:
+            self.rejected.write(
+                Drop(
+                    Document(id=where, text=text[:10_000], source=where.rsplit(":", 1)[0]),
+                    kind,
+                    detail=message,
+                ),
+                "read",
+            )
+
+    def file_error(self, kind: str, where: str, message: str) -> None:
+        """A whole file skipped (binary, unreadable) or noted (empty); counted per kind."""
+        self.stats.count(f"files.{kind}")
+        if self.on_error == "stop" and kind != "empty_file":
+            raise InputError(
+                f"{where}: {message} (input.on_error is 'stop'; fix the input or set it to 'skip')"
+            )
+        self._sample(kind, where, message)
+
+    def repair(self, kind: str, where: str, message: str) -> None:
+        """A record kept after a repair (e.g. invalid UTF-8 replaced): counted and sampled."""
+        self.stats.count(f"repaired.{kind}")
+        self._sample(kind, where, message)
+
+    def emit(self, doc: Document) -> Document:
+        self.stats.docs_in += 1
+        self.stats.docs_out += 1
+        self.stats.chars_out += len(doc.text)
+        self.stats.chars_in += len(doc.text)
+        return doc
+
+
+class ShardWriter:
+    """Writes packed rows (int arrays of shape [rows, seq_length + 1]) into one shard format.
+
+    Created with the output directory and the run's shard metadata; ``write`` takes row batches in
+    final order; ``close`` returns manifest entries for the files it wrote.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "writer"
+    Params: ClassVar[type] = NoParams
+
+    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
+        self.params = params
+        self.out_dir = out_dir
+        self.meta = meta
+
+    def write(self, rows: Any, split: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+
+_REGISTRY: dict[str, type] = {}
+_DISCOVERED = False
+
+
+def register(cls: type) -> type:
+    """Class decorator: make a stage (or reader, or writer) available to recipes by its name."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise TypeError(f"{cls.__qualname__} has no 'name'")
+    existing = _REGISTRY.get(name)
+    if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
+        raise TypeError(
+            f"stage name {name!r} is registered twice ({existing.__module__} and {cls.__module__})"
+        )
+    _REGISTRY[name] = cls
+    return cls
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    package = importlib.import_module("stages")
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"stages.{info.name}")
+    for ep in entry_points(group="dataprep.stages"):
+        ep.load()
+
+
+def get(name: str) -> type:
+    """The registered class for ``name``; RecipeError listing the known names if absent."""
+    _discover()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise RecipeError(f"unknown stage {name!r}; known stages: {known}") from None
+
+
+def all_stages() -> dict[str, type]:
+    _discover()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def readers() -> list[type[Reader]]:
+    return [c for c in all_stages().values() if getattr(c, "kind", "") == "reader"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+
+
+def param_fields(params_cls: type) -> list[tuple[str, Any, Any, str]]:
+    """[(name, type, default, help)] of a Params dataclass; default is MISSING when required."""
+    hints = typing.get_type_hints(params_cls)
+    out = []
+    for f in dataclasses.fields(params_cls):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        out.append((f.name, hints[f.name], default, f.metadata.get("help", "")))
+    return out
+
+
+def type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "|".join(str(a) for a in typing.get_args(tp))
+    return str(tp).replace("typing.", "") if not isinstance(tp, type) else tp.__name__
+
+
+def _check_value(where: str, tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value not in args:
+            raise RecipeError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for a in args:
+            if a is type(None):
+                if value is None:
+                    return None
+                continue
+            try:
+                return _check_value(where, a, value)
+            except RecipeError as e:
+                errors.append(str(e))
+        raise RecipeError(f"{where}: {value!r} does not match {type_name(tp)}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise RecipeError(f"{where}: expected a list, got {value!r}")
+        return [_check_value(f"{where}[{i}]", args[0] if args else Any, v) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RecipeError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise RecipeError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RecipeError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise RecipeError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise RecipeError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def build_params(params_cls: type, raw: dict[str, Any] | None, where: str) -> Any:
+    """Validate ``raw`` against a Params dataclass (unknown keys, types, required fields)."""
+    raw = dict(raw or {})
+    fields = {name: (tp, default) for name, tp, default, _ in param_fields(params_cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        valid = ", ".join(sorted(fields)) or "(none)"
+        raise RecipeError(f"{where}: unknown parameter(s) {', '.join(unknown)}; valid: {valid}")
+    values = {}
+    for name, (tp, default) in fields.items():
+        if name in raw:
+            values[name] = _check_value(f"{where}.{name}", tp, raw[name])
+        elif default is dataclasses.MISSING:
+            raise RecipeError(f"{where}: missing required parameter {name!r}")
+    try:
+        params = params_cls(**values)
+    except (TypeError, ValueError) as e:
+        raise RecipeError(f"{where}: {e}") from None
+    validate = getattr(params, "validate", None)
+    if validate is not None:
+        try:
+            validate()
+        except ValueError as e:
+            raise RecipeError(f"{where}: {e}") from None
+    return params
+
+
+def param(default: Any = dataclasses.MISSING, help: str = "", **kw: Any) -> Any:
+    """A dataclass field with a help string, shown by ``dataprep stages``."""
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)

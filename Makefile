@@ -6,6 +6,7 @@ CORPUS ?= sample_corpus
 OUT    ?= out
 RECIPE ?= default
 WORKERS ?=
+CORPORA ?=
 STAMP  := $(VENV)/.installed
 
 .PHONY: setup prepare test bench lint clean
@@ -25,7 +26,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(if $(CORPORA),--corpora $(CORPORA))
 
 lint: setup
 	$(BIN)/ruff check .

@@ -16,7 +16,9 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 
-DOC_SCHEMA_FIELDS = ("id", "text", "source", "meta", "tokens")
+_META_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, default=str
+)  # reused: json.dumps(**kw) builds one per call
 
 
 def _schema() -> Any:
@@ -54,7 +56,7 @@ class DocWriter:
             "id": [d.id for d in docs],
             "text": [d.text for d in docs],
             "source": [d.source for d in docs],
-            "meta": [json.dumps(d.meta, ensure_ascii=False, default=str) if d.meta else "" for d in docs],
+            "meta": [_META_ENCODER.encode(d.meta) if d.meta else "" for d in docs],
             "tokens": [None if d.tokens is None else np.asarray(d.tokens, dtype=np.int32) for d in docs],
         }
         self._writer.write_table(pa.table(columns, schema=_schema()))

@@ -481,7 +481,7 @@ def prepare(
     """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json."""
     started = time.monotonic()
     run = RunDir(Path(out).resolve())
-    files = expand_inputs(inputs)
+    files = expand_inputs(inputs, exclude=run.out)
     workers = workers or _default_workers()
     fingerprint = {
         "version": __version__,

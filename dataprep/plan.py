@@ -37,13 +37,15 @@ def _has_magic(s: str) -> bool:
     return any(c in s for c in "*?[")
 
 
-def expand_inputs(args: list[str]) -> list[InputFile]:
+def expand_inputs(args: list[str], exclude: Path | None = None) -> list[InputFile]:
     """Files named by ``args``, de-duplicated and sorted by ``rel``.
 
     rel is relative to the directory given (or the glob's fixed prefix, or the file's parent);
     with several arguments each rel is prefixed by the argument's own name to keep ids unique.
+    Files under ``exclude`` (the output directory, when it sits inside an input) are skipped.
     """
     found: dict[str, InputFile] = {}
+    excluded = exclude.resolve() if exclude is not None else None
     for arg in args:
         if _has_magic(arg):
             prefix = Path(arg.split("*")[0].split("?")[0].split("[")[0])
@@ -64,6 +66,8 @@ def expand_inputs(args: list[str]) -> list[InputFile]:
             else:
                 raise InputNotFound(f"input {arg!r} does not exist")
         for path in paths:
+            if excluded is not None and path.resolve().is_relative_to(excluded):
+                continue
             rel = path.relative_to(root).as_posix()
             if len(args) > 1:
                 rel = f"{Path(arg.rstrip('/')).name or arg}/{rel}"

@@ -47,9 +47,10 @@ class LineReader(Reader):
             try:
                 for raw in iter_lines(f.stream, params.max_line_bytes, limit):
                     line_no += 1
-                    report.position = f.raw_position() - split.start
-                    where = f"{split.rel}:{line_no}"
+                    if not line_no & 1023:
+                        report.position = f.raw_position() - split.start
                     if raw is None:
+                        where = f"{split.rel}:{line_no}"
                         report.record_error(
                             "line_too_long",
                             where,
@@ -59,11 +60,12 @@ class LineReader(Reader):
                     nbytes = len(raw)
                     nuls = raw.count(b"\x00")
                     if nuls:
-                        report.repair("nul_bytes", where, f"{nuls} NUL byte(s) removed")
+                        report.repair("nul_bytes", f"{split.rel}:{line_no}", f"{nuls} NUL byte(s) removed")
                         raw = raw.replace(b"\x00", b"")
                     try:
                         text = raw.decode("utf-8")
                     except UnicodeDecodeError as e:
+                        where = f"{split.rel}:{line_no}"
                         message = f"invalid UTF-8 at byte {e.start}"
                         if params.invalid_utf8 == "drop":
                             report.record_error("invalid_utf8", where, message, raw)

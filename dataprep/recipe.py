@@ -157,8 +157,8 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
         )
         resolved_input.update(dataclasses.asdict(params))
     raw_stages = data.get("stages")
-    if not isinstance(raw_stages, list) or not raw_stages:
-        raise RecipeError(f"{where}: 'stages' must be a non-empty list")
+    if not isinstance(raw_stages, list):
+        raise RecipeError(f"{where}: 'stages' must be a list (empty: read and write documents only)")
     names = []
     for i, entry in enumerate(raw_stages):
         if isinstance(entry, str):
@@ -176,7 +176,13 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     seen: dict[str, int] = {}
     provided: set[str] = set()
     for i, (name, raw_params) in enumerate(names):
-        cls = registry.get(name)
+        try:
+            cls = registry.get(name)
+        except RecipeError:
+            known = ", ".join(n for n, c in registry.all_stages().items() if c.kind in ("map", "global"))
+            raise RecipeError(
+                f"{where}: stages[{i}]: unknown stage {name!r}; known stages: {known}"
+            ) from None
         if cls.kind not in ("map", "global"):
             raise RecipeError(f"{where}: stages[{i}] {name!r} is a {cls.kind}, not a pipeline stage")
         params = registry.build_params(cls.Params, raw_params, f"{where}: stages[{i}] {name}")

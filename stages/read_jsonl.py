@@ -29,9 +29,9 @@ class JsonlReader(LineReader):
     def read(self, split: InputSplit, report: ReadReport) -> Iterator[Document]:
         p: JsonlParams = self.params
         for rec in self.lines(split, report):
-            if not rec.text.strip():
+            if not rec.text or rec.text.isspace():
                 continue  # blank lines separate nothing in JSONL; they are not records
-            where = f"{split.rel}:{rec.line}"
+            where = f"{split.rel}:{rec.line}"  # only used when something is wrong, or as the id
             try:
                 obj = json.loads(rec.text)
             except json.JSONDecodeError as e:

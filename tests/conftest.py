@@ -1,0 +1,93 @@
+"""Shared helpers: write small corpora and recipes, run the pipeline in-process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "sample_corpus"
+
+# A fast recipe for tests: the foundation chain with a tiny tokenizer.
+SMALL_RECIPE: dict[str, Any] = {
+    "name": "small",
+    "seed": 0,
+    "input": {"on_error": "skip"},
+    "stages": [
+        {"normalize": {}},
+        {"exact_dedup": {}},
+        {"tokenize": {"tokenizer": "train", "vocab_size": 400, "train_sample_bytes": 200_000}},
+        {"pack": {"seq_length": 64}},
+    ],
+}
+
+
+def write_recipe(path: Path, recipe: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(recipe, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def recipe_with(**input_options: Any) -> dict[str, Any]:
+    r = json.loads(json.dumps(SMALL_RECIPE))
+    r["input"].update(input_options)
+    return r
+
+
+def run(
+    inputs: list[Path | str], out: Path, recipe: dict[str, Any] | None = None, workers: int = 1, **kw: Any
+) -> dict[str, Any]:
+    from dataprep.executor import prepare
+    from dataprep.recipe import load_recipe
+
+    out.mkdir(parents=True, exist_ok=True)
+    recipe_path = write_recipe(out.parent / f".{out.name}.recipe.yaml", recipe or SMALL_RECIPE)
+    return prepare(
+        [str(p) for p in inputs], out, load_recipe(str(recipe_path)), workers=workers, quiet=True, **kw
+    )
+
+
+def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+
+
+def write_gz(path: Path, data: bytes) -> Path:
+    with gzip.GzipFile(path, "wb", mtime=0) as f:
+        f.write(data)
+    return path
+
+
+def write_zst(path: Path, data: bytes) -> Path:
+    import zstandard
+
+    path.write_bytes(zstandard.ZstdCompressor().compress(data))
+    return path
+
+
+def stage_stats(stats: dict[str, Any], label: str) -> dict[str, Any]:
+    return next(s for s in stats["stages"] if s["label"] == label)
+
+
+def read_stats(out: Path) -> dict[str, Any]:
+    return json.loads((out / "stats.json").read_text(encoding="utf-8"))
+
+
+def output_bytes(out: Path) -> dict[str, bytes]:
+    """Every deterministic output file (all of OUT but work/ and timings.json), by relative path."""
+    files = {}
+    for p in sorted(out.rglob("*")):
+        rel = p.relative_to(out).as_posix()
+        if p.is_file() and not rel.startswith("work/") and rel != "timings.json":
+            files[rel] = p.read_bytes()
+    return files
+
+
+@pytest.fixture
+def docs_zh() -> list[str]:
+    """Real lines from the sample corpus (reviews), distinct."""
+    lines = (SAMPLE / "reviews" / "reviews.txt").read_text(encoding="utf-8").splitlines()
+    return list(dict.fromkeys(x for x in lines if len(x) > 20))[:200]

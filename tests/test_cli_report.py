@@ -1,0 +1,74 @@
+"""CLI start-up stays light; report.html is self-contained and regenerable."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SAMPLE, run
+from dataprep.stats import Histogram
+
+
+def test_help_and_stages_do_not_import_heavy_libraries() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from dataprep.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['stages'])\n"
+        "heavy = ('mindspore', 'tokenizers', 'pyarrow', 'matplotlib', 'opencc')\n"
+        "heavy = [m for m in heavy if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"
+    r = subprocess.run([sys.executable, "-m", "dataprep.cli", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "prepare" in r.stdout
+
+
+def test_stages_lists_every_kind_with_parameters() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "dataprep.cli", "stages"], capture_output=True, text=True, check=True
+    )
+    for expected in (
+        "reader stages:",
+        "jsonl [.jsonl",
+        "map stages:",
+        "normalize:",
+        "global stages:",
+        "pack:",
+        "seq_length: int = 512",
+        "writer stages:",
+        "requires: tokenizer",
+    ):
+        assert expected in r.stdout
+
+
+def test_report_has_embedded_plots_and_is_regenerated(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    run([SAMPLE / "reviews", SAMPLE / "adversarial"], out)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    images = re.findall(r'src="data:image/png;base64,', html)
+    assert len(images) >= 3  # funnel, drops, lengths
+    assert "Input problems" in html and "malformed.jsonl:2" in html
+    assert "<script" not in html and "http" not in html.split("<pre>")[0]
+    (out / "report.html").unlink()
+    r = subprocess.run(
+        [sys.executable, "-m", "dataprep.cli", "report", str(out)], capture_output=True, text=True
+    )
+    assert r.returncode == 0 and (out / "report.html").exists()
+    r = subprocess.run(
+        [sys.executable, "-m", "dataprep.cli", "report", str(tmp_path)], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "no stats.json" in r.stderr
+
+
+def test_histogram_bins_and_merge() -> None:
+    h = Histogram([0, 1, 2, 4])
+    h.add([-1, 0, 0.5, 1, 3.9, 4, 100])
+    assert h.counts == [1, 2, 1, 1, 2]
+    g = Histogram([0, 1, 2, 4])
+    g.add([1.5])
+    h.merge(g)
+    assert h.counts == [1, 2, 2, 1, 2] and h.total() == 8

@@ -1,0 +1,169 @@
+"""Executor guarantees: exact accounting, worker-count independence, resume after SIGKILL, staging."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLE, output_bytes, read_stats, recipe_with, run, write_recipe
+from dataprep.stats import AccountingError, StageStats, check_accounting
+
+# many small tasks so that 2 workers really interleave and a kill lands mid-pass
+SPLIT_RECIPE = recipe_with(split_bytes=1 << 16)
+
+
+def test_accounting_holds_on_the_sample_corpus(tmp_path: Path) -> None:
+    stats = run([SAMPLE], tmp_path / "o", SPLIT_RECIPE)
+    t = stats["totals"]
+    assert t["docs_in"] == t["kept"] + t["dropped"]
+    assert t["dropped"] == sum(t["dropped_by_reason"].values())
+    previous = None
+    for s in stats["stages"]:
+        assert s["docs_in"] == s["docs_out"] + sum(s["drops"].values())
+        if previous is not None:
+            assert s["docs_in"] == previous
+        previous = s["docs_out"]
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert manifest["documents"] == {"read": t["docs_in"], "kept": t["kept"], "dropped": t["dropped"]}
+    assert stats["input"]["tasks"] > 5
+
+
+def test_check_accounting_catches_a_lost_document() -> None:
+    a = StageStats(docs_in=10, docs_out=9)
+    a.drop("x", 5)
+    b = StageStats(docs_in=9, docs_out=8)  # one document vanished without a reason
+    with pytest.raises(AccountingError, match="b: docs_in 9 != docs_out 8"):
+        check_accounting(["a", "b"], {"a": a, "b": b})
+    c = StageStats(docs_in=8, docs_out=8)  # received fewer than a emitted
+    with pytest.raises(AccountingError, match="received 8 documents but the previous stage emitted 9"):
+        check_accounting(["a", "c"], {"a": a, "c": c})
+
+
+def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
+    run([SAMPLE], tmp_path / "w1", SPLIT_RECIPE, workers=1)
+    run([SAMPLE], tmp_path / "w2", SPLIT_RECIPE, workers=2)
+    one, two = output_bytes(tmp_path / "w1"), output_bytes(tmp_path / "w2")
+    assert sorted(one) == sorted(two)
+    assert any(k.startswith("shards/") for k in one) and "rejected/exact_dedup.jsonl.zst" in one
+    for name in one:
+        assert one[name] == two[name], name
+
+
+def test_rerun_of_a_finished_run_changes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    run([SAMPLE], out, SPLIT_RECIPE)
+    first = output_bytes(out)
+    run([SAMPLE], out, SPLIT_RECIPE)
+    assert output_bytes(out) == first
+
+
+def test_changed_recipe_starts_over(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    run([SAMPLE / "reviews"], out, SPLIT_RECIPE)
+    r = recipe_with(split_bytes=1 << 16)
+    r["stages"][-1]["pack"]["seq_length"] = 32
+    run([SAMPLE / "reviews"], out, r)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["shards"]["seq_length"] == 32
+
+
+def test_foreign_output_directory_is_refused(tmp_path: Path) -> None:
+    from dataprep.executor import RunError
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "my_thesis.tex").write_text("precious")
+    with pytest.raises(RunError, match="choose another --out"):
+        run([SAMPLE / "reviews"], out)
+    assert (out / "my_thesis.tex").read_text() == "precious"
+
+
+def _markers(out: Path, pass_index: int) -> int:
+    d = out / "work" / f"pass{pass_index}" / "done"
+    return len(list(d.glob("*.json"))) if d.exists() else 0
+
+
+@pytest.mark.parametrize("kill_when", ["mid_pass1", "mid_pass2", "after_decide"])
+def test_sigkill_then_rerun_gives_identical_bytes(tmp_path: Path, kill_when: str) -> None:
+    recipe = write_recipe(tmp_path / "r.yaml", SPLIT_RECIPE)
+    clean = tmp_path / "clean"
+    run([SAMPLE], clean, SPLIT_RECIPE, workers=2)
+    out = tmp_path / "killed"
+    cmd = [
+        sys.executable,
+        "-m",
+        "dataprep.cli",
+        "prepare",
+        str(SAMPLE),
+        "--out",
+        str(out),
+        "--recipe",
+        str(recipe),
+        "--workers",
+        "2",
+        "--quiet",
+    ]
+    proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
+    condition = {
+        "mid_pass1": lambda: _markers(out, 0) >= 3,
+        "mid_pass2": lambda: _markers(out, 1) >= 2,
+        "after_decide": lambda: (out / "work" / "pass1" / "decided.json").exists(),
+    }[kill_when]
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert proc.poll() is None, "the run finished before it could be killed; make the corpus bigger"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "manifest.json").exists()  # final outputs appear only when complete
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    resumed, expected = output_bytes(out), output_bytes(clean)
+    assert sorted(resumed) == sorted(expected)
+    for name in expected:
+        assert resumed[name] == expected[name], name
+
+
+def test_shards_decode_back_to_the_kept_documents(tmp_path: Path) -> None:
+    """End to end: the token stream between EOS tokens decodes to the kept documents, in order."""
+    from tokenizers import Tokenizer
+
+    from dataprep.docstore import read_rejected
+    from dataprep.formats.binrows import open_rows
+    from dataprep.formats.manifest import load_manifest, shard_files
+
+    src = tmp_path / "in.jsonl"
+    texts = [f"第{i}号文档：今天天气很好。" * (1 + i % 5) for i in range(300)]
+    texts[7] = texts[3]  # an exact duplicate
+    src.write_text(
+        "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8"
+    )
+    out = tmp_path / "o"
+    run([src], out)
+    root, manifest = load_manifest(out)
+    sh = manifest["shards"]
+    rows = np.concatenate(
+        [open_rows(p, sh["dtype"], sh["row_length"]) for p, _ in shard_files(root, manifest)]
+    )
+    stream = rows.reshape(-1)
+    tokens_total = sh["splits"]["train"]["tokens"]
+    assert stream[tokens_total:].tolist() == [sh["pad_id"]] * (len(stream) - tokens_total)
+    stream = stream[:tokens_total]
+    tok = Tokenizer.from_file(str(out / manifest["tokenizer"]["file"]))
+    ends = np.flatnonzero(stream == sh["eos_id"])
+    pieces = np.split(stream, ends + 1)[:-1]
+    decoded = [tok.decode(p[:-1].tolist()) for p in pieces]
+    kept = [t for i, t in enumerate(texts) if i != 7]
+    assert decoded == kept
+    assert [r["reason"] for r in read_rejected(out / "rejected" / "exact_dedup.jsonl.zst")] == ["duplicate"]
+    stats = read_stats(out)
+    assert stats["totals"]["kept"] == 299

@@ -1,0 +1,132 @@
+"""Readers: every format, plain and compressed, splits, ids and line numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import SMALL_RECIPE, jsonl_bytes, recipe_with, write_gz, write_zst
+from dataprep.plan import expand_inputs, make_plan
+from dataprep.recipe import parse_recipe
+from dataprep.stage import ReadReport, get
+from dataprep.stats import StageStats
+
+
+def read_all(paths: list[Path], **input_options: object) -> tuple[list, StageStats, dict]:
+    recipe = parse_recipe(recipe_with(**input_options), "test")
+    stats = StageStats()
+    report = ReadReport(stats, recipe.input["on_error"])
+    plan = make_plan(expand_inputs([str(p) for p in paths]), recipe, report)
+    docs = []
+    for split in plan.tasks:
+        cls = get(split.reader)
+        docs += list(cls(recipe.reader_params(cls)).read(split, report))
+    return docs, stats, report.samples
+
+
+ROWS = [{"id": f"d{i}", "text": f"第{i}篇文档。\nsecond line {i}", "lang": "zh"} for i in range(50)]
+
+
+@pytest.mark.parametrize("writer", ["plain", "gz", "zst"])
+def test_jsonl_plain_and_compressed(tmp_path: Path, writer: str) -> None:
+    data = jsonl_bytes(ROWS)
+    path = {
+        "plain": lambda: (tmp_path / "a.jsonl").write_bytes(data) and tmp_path / "a.jsonl",
+        "gz": lambda: write_gz(tmp_path / "a.jsonl.gz", data),
+        "zst": lambda: write_zst(tmp_path / "a.jsonl.zst", data),
+    }[writer]()
+    docs, stats, _ = read_all([path])
+    assert [d.text for d in docs] == [r["text"] for r in ROWS]
+    assert [d.id for d in docs] == [r["id"] for r in ROWS]
+    assert docs[0].meta == {"lang": "zh"}
+    assert docs[0].source == path.name
+    assert stats.docs_in == stats.docs_out == 50
+
+
+def test_jsonl_custom_fields_and_ids_from_lines(tmp_path: Path) -> None:
+    (tmp_path / "b.jsonl").write_text('{"content": "甲"}\n\n{"content": "乙"}\n', encoding="utf-8")
+    docs, _, _ = read_all([tmp_path / "b.jsonl"], text_field="content")
+    assert [(d.id, d.text) for d in docs] == [("b.jsonl:1", "甲"), ("b.jsonl:3", "乙")]
+
+
+@pytest.mark.parametrize("compress", [None, "gz", "zst"])
+def test_txt_line_and_block_modes(tmp_path: Path, compress: str | None) -> None:
+    data = "第一段第一行\n第一段第二行\n\n\n第二段\r\n\nthird\n".encode()
+    path = tmp_path / "c.txt"
+    if compress == "gz":
+        path = write_gz(tmp_path / "c.txt.gz", data)
+    elif compress == "zst":
+        path = write_zst(tmp_path / "c.txt.zst", data)
+    else:
+        path.write_bytes(data)
+    lines, _, _ = read_all([path])
+    assert [(d.id.rsplit(":", 1)[1], d.text) for d in lines] == [
+        ("1", "第一段第一行"),
+        ("2", "第一段第二行"),
+        ("5", "第二段"),
+        ("7", "third"),
+    ]
+    blocks, _, _ = read_all([path], txt_mode="block")
+    assert [(d.id.rsplit(":", 1)[1], d.text) for d in blocks] == [
+        ("1", "第一段第一行\n第一段第二行"),
+        ("5", "第二段"),
+        ("7", "third"),
+    ]
+
+
+def test_parquet_rows_and_row_group_splits(tmp_path: Path) -> None:
+    table = pa.table(
+        {
+            "id": [f"p{i}" for i in range(100)],
+            "text": [f"行{i}" for i in range(100)],
+            "score": list(range(100)),
+        }
+    )
+    pq.write_table(table, tmp_path / "d.parquet", row_group_size=10)
+    whole, _, _ = read_all([tmp_path / "d.parquet"])
+    split, _, _ = read_all([tmp_path / "d.parquet"], split_bytes=1 << 16)
+    assert [d.text for d in whole] == [f"行{i}" for i in range(100)]
+    assert [d.id for d in split] == [d.id for d in whole]
+    assert whole[5].meta == {"score": 5}
+
+
+def test_large_file_split_into_tasks_reads_every_line_once(tmp_path: Path) -> None:
+    rows = [{"text": f"line {i} " + "字" * (i % 97)} for i in range(6000)]
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(jsonl_bytes(rows))
+    assert path.stat().st_size > 3 * 65536
+    recipe = parse_recipe(recipe_with(split_bytes=65536), "test")
+    plan = make_plan(expand_inputs([str(path)]), recipe, ReadReport(StageStats(), "skip"))
+    assert len(plan.tasks) >= 3
+    docs, _, _ = read_all([path], split_bytes=65536)
+    assert [d.text for d in docs] == [r["text"] for r in rows]
+    # ids carry true line numbers even in later splits
+    assert [d.id for d in docs] == [f"big.jsonl:{i + 1}" for i in range(6000)]
+
+
+def test_directories_and_globs_are_ordered_and_relative(tmp_path: Path) -> None:
+    (tmp_path / "z").mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "z" / "1.jsonl").write_text(json.dumps({"text": "z"}) + "\n")
+    (tmp_path / "a" / "2.jsonl").write_text(json.dumps({"text": "a"}) + "\n")
+    (tmp_path / ".hidden.jsonl").write_text(json.dumps({"text": "hidden"}) + "\n")
+    files = expand_inputs([str(tmp_path)])
+    assert [f.rel for f in files] == ["a/2.jsonl", "z/1.jsonl"]
+    globbed = expand_inputs([str(tmp_path / "**" / "*.jsonl")])
+    assert [f.rel for f in globbed] == ["a/2.jsonl", "z/1.jsonl"]
+
+
+def test_unknown_extension_is_noted_not_read(tmp_path: Path) -> None:
+    (tmp_path / "notes.csv").write_text("a,b\n")
+    (tmp_path / "ok.txt").write_text("hello\n")
+    docs, stats, _ = read_all([tmp_path])
+    assert [d.text for d in docs] == ["hello"]
+    assert stats.counters["files.unsupported"] == 1
+
+
+def test_small_recipe_is_valid() -> None:
+    assert parse_recipe(SMALL_RECIPE, "test").stages[-1].name == "pack"

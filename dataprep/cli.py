@@ -24,7 +24,14 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     try:
         recipe = load_recipe(args.recipe, seed=args.seed)
         prepare(
-            args.inputs, args.out, recipe, workers=args.workers, keep_work=args.keep_work, quiet=args.quiet
+            args.inputs,
+            args.out,
+            recipe,
+            workers=args.workers,
+            keep_work=args.keep_work,
+            quiet=args.quiet,
+            executor=args.executor,
+            ray_address=args.ray_address,
         )
     except (RecipeError, InputNotFound) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -118,6 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", default="default", help="recipe YAML file or built-in name (default: default)")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
     p.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local process pool (default) or Ray (pip install 'dataprep[ray]')",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="an existing Ray cluster (default: start a local instance with --workers CPUs); "
+        "OUT must be on a file system every node sees",
+    )
     p.add_argument(
         "--keep-work", action="store_true", help="keep every pass's intermediate documents in OUT/work"
     )

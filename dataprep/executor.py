@@ -470,6 +470,17 @@ def _concat_files(parts: list[Path], dst: Path) -> None:
                 shutil.copyfileobj(f, out, 1 << 20)
 
 
+def make_executor(kind: str, workers: int, address: str | None = None) -> Any:
+    """The executor that runs the tasks of each pass: 'local' (process pool) or 'ray'."""
+    if kind == "local":
+        return LocalExecutor(workers)
+    if kind == "ray":
+        from dataprep.ray_executor import RayExecutor
+
+        return RayExecutor(workers, address)
+    raise ValueError(f"unknown executor {kind!r} (local or ray)")
+
+
 def prepare(
     inputs: list[str],
     out: str | Path,
@@ -477,6 +488,8 @@ def prepare(
     workers: int | None = None,
     keep_work: bool = False,
     quiet: bool = False,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json."""
     started = time.monotonic()
@@ -534,7 +547,7 @@ def prepare(
     manifest_parts: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
     total_bytes = sum(t.nbytes for t in plan.tasks)
-    with LocalExecutor(workers) as executor:
+    with make_executor(executor, workers, ray_address) as runner:
         for p in passes:
             write_text_atomic(run.work / "artifacts.json", json.dumps(artifacts, ensure_ascii=False))
             todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
@@ -560,7 +573,7 @@ def prepare(
                     total_tasks=len(task_ids),
                 )
                 with bar:
-                    executor.run_pass(run.out, p.index, todo, bar)
+                    runner.run_pass(run.out, p.index, todo, bar)
             timings[f"pass{p.index}"] = time.monotonic() - t0
             if p.compute is not None:
                 label = labels[p.compute]

@@ -1,0 +1,75 @@
+"""The Ray executor runs the same tasks as the local one: identical bytes, retries on worker death."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE, output_bytes, recipe_with, run, write_recipe
+
+ray = pytest.importorskip("ray")
+
+RECIPE = recipe_with(split_bytes=1 << 16)
+
+
+def _ray_task_pids() -> list[int]:
+    r = subprocess.run(["pgrep", "-f", "ray::_run_counted"], capture_output=True, text=True)
+    return [int(p) for p in r.stdout.split()]
+
+
+def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    run([SAMPLE], local, RECIPE, workers=2)
+    out = tmp_path / "ray"
+    recipe = write_recipe(tmp_path / "r.yaml", RECIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "dataprep.cli",
+        "prepare",
+        str(SAMPLE),
+        "--out",
+        str(out),
+        "--recipe",
+        str(recipe),
+        "--workers",
+        "2",
+        "--executor",
+        "ray",
+        "--quiet",
+    ]
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def killer() -> None:  # kill a worker while it runs a task, a few times
+        while not stop.is_set() and len(killed) < 3:
+            for pid in _ray_task_pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    time.sleep(0.5)
+                except ProcessLookupError:
+                    pass
+                break
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    finally:
+        stop.set()
+        thread.join()
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert killed, "no Ray task was running long enough to be killed"
+    ours, theirs = output_bytes(out), output_bytes(local)
+    assert sorted(ours) == sorted(theirs)
+    for name in theirs:
+        assert ours[name] == theirs[name], name

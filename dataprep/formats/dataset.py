@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import numpy as np
 from dataprep.formats.binrows import open_rows
 from dataprep.formats.idx import Index, read_idx
 from dataprep.formats.manifest import load_manifest, shard_files
-from dataprep.formats.rows import loss_mask_from_boundaries
+from dataprep.formats.rows import RowBatch, loss_mask_from_boundaries
 
 
 def mindrecord_files(out: str | Path, split: str = "train") -> list[str]:
@@ -83,3 +84,58 @@ class BinSplit:
 def open_bin(out: str | Path, split: str = "train") -> BinSplit:
     """The .bin rows of ``split`` of the run in ``out`` (or of the run a shard file belongs to)."""
     return BinSplit(out, split)
+
+
+def iter_bin_file(
+    bin_path: str | Path, idx_path: str | Path, dtype: str, row_length: int, block_rows: int = 4096
+) -> Iterator[RowBatch]:
+    """The rows of one .bin/.idx pair as RowBatches (int32), in stored order."""
+    rows = open_rows(bin_path, dtype, row_length)
+    index = read_idx(idx_path)
+    if index.rows != len(rows):
+        raise ValueError(f"{idx_path}: describes {index.rows} rows but {bin_path} holds {len(rows)}")
+    doc_idx = np.asarray(index.document_indices, dtype=np.int64)
+    for lo in range(0, len(rows), block_rows):
+        hi = min(len(rows), lo + block_rows)
+        first, last = int(doc_idx[lo]), int(doc_idx[hi])
+        sizes = np.asarray(index.sizes[first:last], dtype=np.int64)
+        counts = np.diff(doc_idx[lo : hi + 1])
+        total = np.cumsum(sizes)
+        row_base = np.repeat(total[doc_idx[lo:hi] - first] - sizes[doc_idx[lo:hi] - first], counts)
+        yield RowBatch(np.asarray(rows[lo:hi], dtype=np.int32), total - row_base, counts)
+
+
+def iter_mindrecord_file(
+    path: str | Path, row_length: int, block_rows: int = 4096
+) -> Iterator[tuple[RowBatch, np.ndarray | None]]:
+    """(rows, loss masks or None) of one MindRecord file, in stored order."""
+    from dataprep.formats.mindrecord import read_rows
+
+    tokens: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    masks: list[np.ndarray] = []
+
+    def flush() -> tuple[RowBatch, np.ndarray | None]:
+        batch = RowBatch(
+            np.stack(tokens) if tokens else np.zeros((0, row_length), np.int32),
+            np.concatenate(ends) if ends else np.zeros(0, np.int32),
+            np.asarray([len(e) for e in ends], dtype=np.int32),
+        )
+        mask = np.stack(masks) if masks else None
+        tokens.clear()
+        ends.clear()
+        masks.clear()
+        return batch, mask
+
+    for rec in read_rows(path):
+        ids = np.asarray(rec["input_ids"], dtype=np.int32)
+        if len(ids) != row_length:
+            raise ValueError(f"{path}: a row holds {len(ids)} tokens, expected {row_length}")
+        tokens.append(ids)
+        ends.append(np.asarray(rec["actual_seq_len"], dtype=np.int32))
+        if "loss_mask" in rec:
+            masks.append(np.asarray(rec["loss_mask"], dtype=np.int32))
+        if len(tokens) >= block_rows:
+            yield flush()
+    if tokens:
+        yield flush()

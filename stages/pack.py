@@ -591,7 +591,7 @@ class Pack(GlobalStage):
             rng = np.random.default_rng([ctx.seed, sid, 0]) if p.shuffle else None
             spool = spools[split] = RowSpool(ctx.work_dir / f"spool-{split}", L, buckets, rng)
             packer = packers[split] = make_packer(p, eos, pad)
-            with Progress(f"pack {split}", total_docs=totals[split]["documents"]) as bar:
+            with Progress(f"pack {split}", total_docs=totals[split]["documents"], quiet=ctx.quiet) as bar:
                 for chunk in self._chunks(ctx.work_dir, ctx.task_ids, split):
                     for batch in packer.add(chunk):
                         spool.add(batch)
@@ -624,7 +624,7 @@ class Pack(GlobalStage):
         for split, spool in spools.items():
             w = written[split] = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0, "segments": 0}
             w.update({"remainder_rows": 0, "remainder_tokens": 0, "remainder_eos": 0})
-            with Progress(f"write {split}", total_docs=spool.rows) as bar:
+            with Progress(f"write {split} rows", total_docs=spool.rows, quiet=ctx.quiet) as bar:
                 for index, batch in spool.batches():
                     real = batch.real_tokens
                     masks = np.arange(L)[None, :] < real[:, None]

@@ -26,6 +26,7 @@ from typing import Any
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 KINDS = ("bytebpe", "bpe", "unigram")
 SPM_MAX_SENTENCE_BYTES = 1 << 14
+SPM_MIN_COVERAGE = 0.98  # the lowest character_coverage SentencePiece accepts
 
 
 def text_hash(text: str) -> int:
@@ -86,6 +87,40 @@ def _spm_sentences(texts: list[str]) -> Iterator[str]:
                     yield data[i : i + SPM_MAX_SENTENCE_BYTES].decode("utf-8", "ignore")
 
 
+def character_coverage(texts: list[str], vocab_size: int, ceiling: float = 0.9995) -> float:
+    """SentencePiece's character_coverage, lowered so that the characters it must keep as pieces
+    fit next to the 256 byte pieces and some merges (the rest fall back to bytes): Chinese text
+    has thousands of distinct characters."""
+    from collections import Counter
+
+    counts = Counter()
+    for t in texts:
+        counts.update(t)
+    counts.pop("\n", None)
+    total = sum(counts.values())
+    if not total:
+        return ceiling
+    freq = sorted(counts.values(), reverse=True)
+    keep = max(1, vocab_size - 256 - len(SPECIAL_TOKENS) - vocab_size // 8)  # bytes + room for merges
+    if len(freq) <= keep:
+        return ceiling
+    share = sum(freq[:keep]) / total
+    if share - 1e-4 < SPM_MIN_COVERAGE:
+        cum = 0
+        need = len(freq)
+        for k, f in enumerate(freq):
+            cum += f
+            if cum / total >= SPM_MIN_COVERAGE:
+                need = k + 1
+                break
+        raise ValueError(
+            f"vocab_size {vocab_size} is too small for a SentencePiece model of this text: covering "
+            f"{SPM_MIN_COVERAGE:.0%} of its characters takes {need} pieces; use vocab_size >= "
+            f"{(need + 256 + len(SPECIAL_TOKENS)) * 8 // 7 + 1} or kind bytebpe"
+        )
+    return min(ceiling, share - 1e-4)
+
+
 def train_tokenizer(texts: list[str], out_dir: str | Path, kind: str, vocab_size: int) -> Path:
     """Train on ``texts`` and write the tokenizer into ``out_dir``; returns the file written.
 
@@ -136,7 +171,7 @@ def train_tokenizer(texts: list[str], out_dir: str | Path, kind: str, vocab_size
         eos_piece=SPECIAL_TOKENS[2],
         unk_piece=SPECIAL_TOKENS[3],
         byte_fallback=True,
-        character_coverage=0.9995,
+        character_coverage=character_coverage(texts, vocab_size),
         normalization_rule_name="identity",
         remove_extra_whitespaces=False,
         add_dummy_prefix=False,

@@ -258,9 +258,24 @@ class SentencePieceTokenizer(TextTokenizer):
         return {k: int(v) for k, v in ids.items() if v >= 0}
 
 
+_CACHE: dict[tuple[str, int, int], TextTokenizer] = {}
+
+
 def load_tokenizer(path: str | Path) -> TextTokenizer:
-    """Load a tokenizer.json or SentencePiece .model (or a directory holding one), offline."""
+    """Load a tokenizer.json or SentencePiece .model (or a directory holding one), offline.
+
+    Loaded tokenizers are cached per process (keyed by resolved path, size and mtime): loading a
+    large vocabulary takes a noticeable fraction of a second.
+    """
     f = resolve_tokenizer_file(path)
+    st = f.stat()
+    key = (str(f.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _CACHE:
+        _CACHE[key] = _load(f)
+    return _CACHE[key]
+
+
+def _load(f: Path) -> TextTokenizer:
     if f.suffix == ".json":
         return HFTokenizer(f)
     if f.suffix == ".model":

@@ -209,8 +209,9 @@ def inspect_shard(
     ppr = summary["pieces_per_row"]
     print(
         f"rows {stats['rows']:,} · real tokens {stats['real_tokens']:,} · padding "
-        f"{100 * summary['padding_fraction']:.2f}% · EOS {stats['eos']:,} · pieces/row {ppr['mean']} "
-        f"(min {ppr['min']}, max {ppr['max']}) · ids {id_min}..{id_max}"
+        f"{100 * summary['padding_fraction']:.2f}% · EOS {stats['eos']:,} · "
+        f"documents (pieces) per row {ppr['mean']} (min {ppr['min']}, max {ppr['max']}) · "
+        f"ids {id_min}..{id_max}"
     )
     if decode is None:
         print("(no tokenizer found: showing ids; pass --tokenizer to decode)")

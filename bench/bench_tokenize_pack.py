@@ -1,7 +1,7 @@
 """Tokenize + pack + write throughput against the bare tokenizer, and MindRecord vs .bin writes.
 
 Usage:
-    python bench/bench_tokenize_pack.py CORPUS [--mb 8] [--tokenizer PATH] [--workers 1 2]
+    python bench/bench_tokenize_pack.py CORPUS [--mb 16] [--tokenizer PATH] [--workers 1 2] [--repeat 3]
 
 CORPUS: JSONL (optionally .gz / .zst) with a "text" field. The first --mb MB of text are copied
 into 8 plain JSONL files (so the run has several tasks), then, for each worker count W:
@@ -26,6 +26,7 @@ import gzip
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -160,6 +161,7 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=16.0, help="MB of text to use (default 16)")
     ap.add_argument("--tokenizer", type=Path, default=None)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--repeat", type=int, default=1, help="runs per measurement; the median is shown")
     args = ap.parse_args()
     texts = read_texts(args.corpus, int(args.mb * 1e6))
     size = sum(len(t.encode("utf-8")) for t in texts)
@@ -177,6 +179,8 @@ def main() -> int:
 
                 tok = train_tokenizer(texts, tmp_dir / "tok", "bytebpe", 8192)
         print(f"corpus: {args.corpus.name}, {len(texts):,} documents, {size / 1e6:.1f} MB; tokenizer: {tok}")
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"load average before: {load} (on {os.cpu_count()} cores; other work skews figures)")
         print("pipeline = tokenize + pack (concat, seq 2048, shuffle) + write .bin + manifest")
         print(
             "  streaming: the passes over the data; end-to-end: also startup, planning, input hashing, report"
@@ -187,11 +191,15 @@ def main() -> int:
         )
         last_out = tmp_dir
         for w in args.workers:
-            b = bare(tok, files, w)
-            p = pipeline(tok, tmp_dir / "corpus", tmp_dir / f"out{w}", w, ["bin"])
-            bare_rate = b["bytes"] / b["seconds"] / 1e6
-            streaming = sum(v for k, v in p["timings"].items() if k != "total")
-            s_rate, e_rate = size / streaming / 1e6, size / p["seconds"] / 1e6
+            bare_runs, stream_runs, total_runs = [], [], []
+            for _ in range(args.repeat):
+                b = bare(tok, files, w)
+                bare_runs.append(b["bytes"] / b["seconds"] / 1e6)
+                p = pipeline(tok, tmp_dir / "corpus", tmp_dir / f"out{w}", w, ["bin"])
+                stream_runs.append(size / sum(v for k, v in p["timings"].items() if k != "total") / 1e6)
+                total_runs.append(size / p["seconds"] / 1e6)
+            bare_rate = statistics.median(bare_runs)
+            s_rate, e_rate = statistics.median(stream_runs), statistics.median(total_runs)
             print(
                 f"{w:>7} {bare_rate:>10.2f} {s_rate:>15.2f} {s_rate / bare_rate:>6.2f} {e_rate:>16.2f} "
                 f"{e_rate / bare_rate:>6.2f}"

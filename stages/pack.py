@@ -619,6 +619,7 @@ class Pack(GlobalStage):
             "eos_id": eos,
         }
         shard_dir = ctx.output_dir / "shards"
+        shutil.rmtree(shard_dir, ignore_errors=True)  # leftovers of an interrupted earlier decide
         writers = [registry.get(w)(registry.NoParams(), shard_dir, meta) for w in p.writers]
         written: dict[str, dict[str, int]] = {}
         for split, spool in spools.items():

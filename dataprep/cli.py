@@ -1,4 +1,4 @@
-"""Command line: ``dataprep prepare | stages | report | inspect``.
+"""Command line: ``dataprep prepare | stages | report | inspect | verify | train-tokenizer``.
 
 Imports stay inside the command functions so ``dataprep --help`` starts instantly (MindSpore is
 never imported on the prepare path). Exit codes: 0 success, 1 the run failed, 2 usage error
@@ -100,7 +100,33 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from dataprep.formats.inspect import inspect_shard
 
     try:
-        return inspect_shard(args.path, rows=args.rows, row=args.row, as_json=args.json)
+        return inspect_shard(
+            args.path,
+            rows=args.rows,
+            row=args.row,
+            as_json=args.json,
+            split=args.split,
+            fmt=args.format,
+            tokenizer=args.tokenizer,
+        )
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from dataprep.formats.verify import verify_command
+
+    return verify_command(args.out, quiet=args.quiet)
+
+
+def _cmd_train_tokenizer(args: argparse.Namespace) -> int:
+    from dataprep.formats.train_corpus import train_tokenizer_command
+
+    try:
+        return train_tokenizer_command(
+            args.inputs, args.out, kind=args.kind, vocab_size=args.vocab_size, sample_bytes=args.sample_bytes
+        )
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -157,7 +183,27 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--rows", type=int, default=3, help="how many rows to show (default 3)")
     q.add_argument("--row", type=int, default=None, help="show only this row")
     q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.add_argument("--split", default="train", help="split, when PATH is an output directory (default train)")
+    q.add_argument("--format", choices=["bin", "mindrecord"], default=None, help="format, for a directory")
+    q.add_argument("--tokenizer", default=None, help="tokenizer to decode with (default: the run's)")
     q.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("verify", help="check a run's shards against its manifest (exit 1 on any mismatch)")
+    p.add_argument("out", metavar="OUT", help="output directory of a run")
+    p.add_argument("--quiet", action="store_true", help="print only problems and the verdict")
+    p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("train-tokenizer", help="train a tokenizer on a deterministic sample of text")
+    p.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="input files/directories, or output directories of runs"
+    )
+    p.add_argument("--out", required=True, help="directory for tokenizer.json / tokenizer.model")
+    p.add_argument("--kind", choices=["bytebpe", "bpe", "unigram"], default="bytebpe")
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument(
+        "--sample-bytes", type=int, default=64 << 20, help="UTF-8 bytes of text to train on (default 64 MiB)"
+    )
+    p.set_defaults(func=_cmd_train_tokenizer)
     return ap
 
 

@@ -84,6 +84,7 @@ class DriverContext:
     artifacts: dict[str, Any]
     stats: StageStats
     workers: int = 1
+    quiet: bool = False  # no progress bars (``prepare --quiet``)
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value
@@ -284,10 +285,12 @@ class ReadReport:
 
 
 class ShardWriter:
-    """Writes packed rows (int arrays of shape [rows, seq_length + 1]) into one shard format.
+    """Writes packed rows into one shard format.
 
-    Created with the output directory and the run's shard metadata; ``write`` takes row batches in
-    final order; ``close`` returns manifest entries for the files it wrote.
+    Created with the output directory and the run's shard metadata (row_length, dtype, and
+    ``plan``: rows per file for each split); ``write`` takes row batches
+    (:class:`dataprep.formats.rows.RowBatch`: tokens [rows, seq_length + 1] plus each row's
+    actual_seq_len) in final order; ``close`` returns manifest entries for the files it wrote.
     """
 
     name: ClassVar[str] = ""

@@ -1,77 +1,90 @@
-"""Tokenization: encode each document's text into token ids (``doc.tokens``, int32).
+"""Tokenization: encode each document's text into token ids (``doc.tokens``, int32), in batches.
 
-The tokenizer is either a Hugging Face ``tokenizer.json`` given in the recipe, or ``train``: a
-byte-level BPE trained with the ``tokenizers`` library on a deterministic sample of this run's
-cleaned text (the documents with the smallest text hashes, up to ``train_sample_bytes``).
-Trained tokenizers have fixed special ids: <pad>=0, <s>=1, </s>=2, <unk>=3.
-Publishes the "tokenizer" artifact (file, sha256, vocab_size, special ids) for packing.
+The tokenizer is a Hugging Face ``tokenizer.json`` or a SentencePiece ``.model`` given by path
+(loaded offline), or ``train``: trained in this run on a deterministic sample of the cleaned text
+(the documents with the smallest text hashes, up to ``train_sample_bytes``), as a byte-level BPE
+(``kind: bytebpe``) or a SentencePiece BPE / unigram model with byte fallback. Trained tokenizers
+have fixed special ids: <pad>=0, <s>=1, </s>=2, <unk>=3.
+
+Checks (fail fast, with what to change): the tokenizer has an EOS token; ``model_vocab_size``
+(recorded as the manifest's vocab_size) covers every tokenizer id. In the workers: the first
+``roundtrip_docs`` documents of each task are decoded again and compared with their text
+(differences are counted and sampled into the manifest, e.g. for NFKC-normalizing tokenizers).
+Documents that encode to nothing are dropped (``no_tokens``); special-token strings in the text
+are encoded as plain text, so an EOS id never comes from a document (a document whose ids
+contain it anyway is dropped as ``eos_in_tokens``).
+
+Optional paragraph cuts (``paragraph_cuts_over``): a document with more tokens than that is
+encoded line by line instead, and the line boundaries (token offsets) are stored in
+``doc.meta["tokenize"]["cuts"]``; the pad and bestfit packings split long documents there.
+
+Publishes the "tokenizer" artifact (see :func:`dataprep.formats.tokenizer.describe`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import heapq
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from dataprep.document import Document
+from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, StageResult, param, register
 
-SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
-EOS_CANDIDATES = ["</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>", "<|im_end|>", "<｜end▁of▁sentence｜>"]
-TOKENIZER_FILE = "tokenizer/tokenizer.json"
+TOKENIZER_DIR = "tokenizer"
+ROUNDTRIP_EXAMPLES_PER_TASK = 3
+TOKEN_EDGES: list[float] = [0, 1] + [2**k for k in range(1, 25)]
 
 
 @dataclass
 class TokenizeParams:
-    tokenizer: str = param("train", help="'train', or the path of a Hugging Face tokenizer.json")
+    tokenizer: str = param(
+        "train", help="'train', or the path of a tokenizer.json / SentencePiece .model (or their directory)"
+    )
+    kind: Literal["bytebpe", "bpe", "unigram"] = param(
+        "bytebpe", help="when training: byte-level BPE (tokenizers) or SentencePiece bpe / unigram"
+    )
     vocab_size: int = param(8192, help="vocabulary size when training")
     train_sample_bytes: int = param(64 << 20, help="UTF-8 bytes of text sampled for training")
     eos_token: str = param("", help="EOS token of a given tokenizer (found automatically when empty)")
+    pad_token: str = param("", help="padding token (found automatically; EOS is used when there is none)")
+    model_vocab_size: int = param(
+        0, help="embedding rows of the model, recorded as vocab_size (0: the tokenizer's size); must cover it"
+    )
+    roundtrip_docs: int = param(8, help="documents per task decoded again and compared with their text")
+    paragraph_cuts_over: int = param(
+        0, help="documents with more tokens are encoded line by line to give packing cut points (0: off)"
+    )
 
     def validate(self) -> None:
-        if self.tokenizer == "train" and self.vocab_size < 256 + len(SPECIAL_TOKENS):
-            raise ValueError("vocab_size must be at least 260 for a byte-level BPE")
+        if self.tokenizer == "train":
+            floor = 260 if self.kind == "bytebpe" else 261
+            if self.vocab_size < floor:
+                raise ValueError(f"vocab_size must be at least {floor} for kind {self.kind}")
+        if self.model_vocab_size < 0 or self.roundtrip_docs < 0 or self.paragraph_cuts_over < 0:
+            raise ValueError("model_vocab_size, roundtrip_docs and paragraph_cuts_over must be >= 0")
 
 
-def _text_hash(text: str) -> int:
-    import xxhash
+def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[str, Any]:
+    from dataprep.formats.tokenizer import TokenizerError, describe, load_tokenizer
 
-    return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
-
-
-def describe_tokenizer(path: Path, eos_token: str = "") -> dict[str, Any]:
-    """Special ids, vocabulary size and checksum of a tokenizer.json; RecipeError without EOS."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(path))
-    names = [eos_token] if eos_token else EOS_CANDIDATES
-    eos = next((n for n in names if tok.token_to_id(n) is not None), None)
-    if eos is None:
-        raise RecipeError(
-            f"tokenizer {path} has no EOS token (looked for {', '.join(names)}); set tokenize.eos_token"
-        )
-    ids = {n: tok.token_to_id(n) for n in ("<pad>", "<s>", "<unk>")}
-    return {
-        "file": TOKENIZER_FILE,
-        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        "vocab_size": tok.get_vocab_size(with_added_tokens=True),
-        "eos_token": eos,
-        "eos_id": tok.token_to_id(eos),
-        "pad_id": ids["<pad>"],
-        "bos_id": ids["<s>"],
-        "unk_id": ids["<unk>"],
-    }
+    try:
+        tok = load_tokenizer(local)
+        specials = tok.special_tokens(params.eos_token, params.pad_token)
+        info = describe(tok, specials, f"{TOKENIZER_DIR}/{local.name}", params.model_vocab_size)
+    except TokenizerError as e:
+        raise RecipeError(f"tokenize: {e}") from None
+    artifact = {**info, "local_path": str(local), "examples_dir": str(ctx.work_dir)}
+    ctx.publish("tokenizer", artifact)
+    return info
 
 
 @register
 class Tokenize(GlobalStage):
-    """Encode documents into token ids with a given or freshly trained tokenizer."""
+    """Encode documents into token ids with a given (offline) or freshly trained tokenizer."""
 
     name = "tokenize"
     Params = TokenizeParams
@@ -79,9 +92,11 @@ class Tokenize(GlobalStage):
 
     def __init__(self, params: TokenizeParams):
         super().__init__(params)
-        self._sample: list[tuple[int, str]] = []
-        self._sample_bytes = 0
+        self._sample: Any = None
         self._tokenizer: Any = None
+        self._tokenizer_path = ""
+        self._checked = 0
+        self._examples: list[dict[str, Any]] = []
 
     def needs_global_pass(self) -> bool:
         return self.params.tokenizer == "train"
@@ -89,71 +104,118 @@ class Tokenize(GlobalStage):
     def setup(self, ctx: DriverContext) -> None:
         if self.params.tokenizer == "train":
             return
-        src = Path(self.params.tokenizer)
-        if not src.is_file():
-            raise RecipeError(f"tokenize.tokenizer: {src} does not exist (give a tokenizer.json or 'train')")
-        dst = ctx.output_dir / TOKENIZER_FILE
+        from dataprep.formats.tokenizer import TokenizerError, resolve_tokenizer_file
+
+        try:
+            src = resolve_tokenizer_file(self.params.tokenizer)
+        except TokenizerError as e:
+            raise RecipeError(f"tokenize.tokenizer: {e}") from None
+        dst = ctx.output_dir / TOKENIZER_DIR / ("tokenizer.json" if src.suffix == ".json" else src.name)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
-        ctx.publish("tokenizer", {**describe_tokenizer(dst, self.params.eos_token), "local_path": str(dst)})
+        config = src.parent / "tokenizer_config.json"
+        if src.suffix == ".json" and config.is_file():
+            shutil.copyfile(config, dst.parent / config.name)
+        _publish(ctx, self.params, dst)
 
-    # -- training sample: per task, the texts with the smallest hashes (a uniform, seed-free sample)
+    # -- training sample (pass before): per task, the texts with the smallest hashes
     def begin_task(self, ctx: StageContext) -> None:
-        self._sample, self._sample_bytes = [], 0
+        self._sample = None
+        self._checked = 0
+        self._examples = []
 
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
-        budget = 2 * self.params.train_sample_bytes // max(ctx.num_tasks, 1) + 1
+        from dataprep.formats.train_tokenizer import TextSample
+
+        if self._sample is None:
+            budget = self.params.train_sample_bytes
+            per_task = max(4 * budget // max(ctx.num_tasks, 1), 1 << 20)
+            self._sample = TextSample(min(budget, per_task))
         for doc in batch:
-            size = len(doc.text.encode("utf-8"))
-            heapq.heappush(self._sample, (-_text_hash(doc.text), doc.text))
-            self._sample_bytes += size
-            while self._sample_bytes > budget and len(self._sample) > 1:
-                _, dropped = heapq.heappop(self._sample)
-                self._sample_bytes -= len(dropped.encode("utf-8"))
+            self._sample.add(doc.text)
 
     def finish_compute(self, ctx: StageContext) -> None:
-        rows = sorted((-h, t) for h, t in self._sample)
-        (ctx.work_dir / f"{ctx.task_id}.sample.json").write_text(json.dumps(rows, ensure_ascii=False))
-        self._sample = []
+        items = self._sample.items() if self._sample is not None else []
+        (ctx.work_dir / f"{ctx.task_id}.sample.json").write_text(json.dumps(items, ensure_ascii=False))
+        self._sample = None
 
     def decide(self, ctx: DriverContext) -> dict[str, Any]:
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        from dataprep.formats.train_tokenizer import TextSample, train_tokenizer, write_training_info
 
-        pool: list[tuple[int, str]] = []
+        sample = TextSample(self.params.train_sample_bytes)
         for t in ctx.task_ids:
-            pool += [tuple(x) for x in json.loads((ctx.work_dir / f"{t}.sample.json").read_text())]  # type: ignore[misc]
-        pool.sort()
-        texts, total = [], 0
-        for _, text in pool:
-            if total >= self.params.train_sample_bytes:
-                break
-            texts.append(text)
-            total += len(text.encode("utf-8"))
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
-            vocab_size=self.params.vocab_size,
-            special_tokens=SPECIAL_TOKENS,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        )
-        tok.train_from_iterator(texts, trainer)
-        dst = ctx.output_dir / TOKENIZER_FILE
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tok.save(str(dst))
+            sample.merge(json.loads((ctx.work_dir / f"{t}.sample.json").read_text()))
+        texts = sample.texts()
+        if not texts:
+            raise RecipeError("tokenize: no documents left to train a tokenizer on")
+        out = ctx.output_dir / TOKENIZER_DIR
+        path = train_tokenizer(texts, out, self.params.kind, self.params.vocab_size)
+        info = {"kind": self.params.kind, "vocab_size": self.params.vocab_size, "sample_docs": len(texts)}
+        info["sample_bytes"] = sample.nbytes
+        write_training_info(out, info)
         ctx.stats.count("train_sample_docs", len(texts))
-        ctx.stats.count("train_sample_bytes", total)
-        ctx.publish("tokenizer", {**describe_tokenizer(dst), "local_path": str(dst)})
+        ctx.stats.count("train_sample_bytes", sample.nbytes)
+        _publish(ctx, self.params, path)
         return {}
 
-    def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
-        if self._tokenizer is None:
-            from tokenizers import Tokenizer
+    # -- encoding
+    def _load(self, ctx: StageContext) -> Any:
+        path = ctx.artifacts["tokenizer"]["local_path"]
+        if self._tokenizer is None or self._tokenizer_path != path:
+            from dataprep.formats.tokenizer import load_tokenizer
 
-            self._tokenizer = Tokenizer.from_file(ctx.artifacts["tokenizer"]["local_path"])
-        encodings = self._tokenizer.encode_batch([d.text for d in batch], add_special_tokens=False)
-        for doc, enc in zip(batch, encodings, strict=True):
-            doc.tokens = np.asarray(enc.ids, dtype=np.int32)
-        ctx.stats.count("tokens", sum(len(e.ids) for e in encodings))
-        return list(batch)
+            self._tokenizer = load_tokenizer(path)
+            self._tokenizer_path = path
+        return self._tokenizer
+
+    def _paragraph_encode(self, tok: Any, text: str) -> tuple[np.ndarray, list[int]]:
+        lines = text.splitlines(keepends=True)
+        parts = tok.encode_batch(lines)
+        lengths = np.cumsum([len(p) for p in parts])
+        total = int(lengths[-1]) if len(lengths) else 0
+        cuts = sorted({int(c) for c in lengths[:-1] if 0 < c < total})
+        tokens = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        return tokens.astype(np.int32, copy=False), cuts
+
+    def _roundtrip(self, tok: Any, doc: Document, ctx: StageContext) -> None:
+        from dataprep.formats.tokenizer import roundtrip_difference
+
+        self._checked += 1
+        ctx.stats.count("roundtrip_checked")
+        diff = roundtrip_difference(doc.text, tok.decode(doc.tokens))
+        if diff is None:
+            return
+        ctx.stats.count("roundtrip_mismatch")
+        if len(self._examples) < ROUNDTRIP_EXAMPLES_PER_TASK:
+            self._examples.append({"id": doc.id, **diff})
+            path = ctx.work_dir / f"{ctx.task_id}.roundtrip.json"
+            path.write_text(json.dumps(self._examples, ensure_ascii=False))
+
+    def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        tok = self._load(ctx)
+        encoded = tok.encode_batch([d.text for d in batch])
+        threshold = self.params.paragraph_cuts_over
+        eos = ctx.artifacts["tokenizer"]["eos_id"]
+        out: list[StageResult] = []
+        lengths = []
+        for doc, ids in zip(batch, encoded, strict=True):
+            if threshold and len(ids) > threshold:
+                ids, cuts = self._paragraph_encode(tok, doc.text)
+                doc.meta.setdefault("tokenize", {})["cuts"] = cuts
+                ctx.stats.count("paragraph_cut_docs")
+            if len(ids) == 0:
+                out.append(Drop(doc, "no_tokens"))
+                continue
+            if (
+                ids == eos
+            ).any():  # the EOS marks document ends only; a tokenizer that emits it is unusable here
+                out.append(Drop(doc, "eos_in_tokens", detail="the tokenizer produced the EOS id from text"))
+                continue
+            doc.tokens = ids
+            lengths.append(len(ids))
+            if self._checked < self.params.roundtrip_docs:
+                self._roundtrip(tok, doc, ctx)
+            out.append(doc)
+        ctx.stats.count("tokens", int(sum(lengths)))
+        ctx.stats.histogram("tokens_per_doc", TOKEN_EDGES).add(lengths)
+        return out

@@ -1,52 +1,72 @@
-"""Shard writer for raw row files (.bin): see dataprep.formats.binrows for the layout."""
+"""Shard writer for .bin row files with Megatron-compatible .idx files: shards/bin/<split>-NNNNN.
+
+Layouts: :mod:`dataprep.formats.binrows` (rows) and :mod:`dataprep.formats.idx` (index carrying
+each row's ``actual_seq_len``). Files are cut by the shard plan in ``meta["plan"]`` (rows per file,
+per split), so the .bin files line up with the MindRecord files row for row.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dataprep.formats.binrows import BinRowsWriter
+from dataprep.formats.idx import IdxWriter
+from dataprep.formats.rows import RowBatch
+from dataprep.formats.shardplan import PlannedFiles
+from dataprep.io import file_sha256
 from dataprep.stage import ShardWriter, register
 
 
 @register
-class BinShardWriter(ShardWriter):
-    """Rows as raw little-endian int32/uint16, files of rows_per_file rows: shards/<split>-NNNNN.bin."""
+class BinShardWriter(ShardWriter, PlannedFiles):
+    """Rows as raw little-endian int32/uint16 plus a Megatron .idx: shards/bin/<split>-NNNNN.bin/.idx."""
 
     name = "bin"
 
-    def __init__(self, params: Any, out_dir: Any, meta: dict[str, Any]):
-        super().__init__(params, out_dir, meta)
-        self._open: dict[str, BinRowsWriter] = {}
-        self._index: dict[str, int] = {}
+    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
+        ShardWriter.__init__(self, params, out_dir, meta)
+        PlannedFiles.__init__(self, meta["plan"])
+        self.dir = Path(out_dir) / "bin"
+        self.dir.mkdir(parents=True, exist_ok=True)
         self._entries: list[dict[str, Any]] = []
 
-    def _rotate(self, split: str) -> BinRowsWriter:
-        current = self._open.get(split)
-        if current is not None and current.rows < self.meta["rows_per_file"]:
-            return current
-        if current is not None:
-            self._finish(split)
-        k = self._index.get(split, 0)
-        self._index[split] = k + 1
-        w = self._open[split] = BinRowsWriter(
-            self.out_dir / f"{split}-{k:05d}.bin", self.meta["dtype"], self.meta["row_length"]
+    def open_file(self, split: str, k: int) -> Any:
+        stem = self.dir / f"{split}-{k:05d}"
+        rows = BinRowsWriter(stem.with_suffix(".bin"), self.meta["dtype"], self.meta["row_length"])
+        idx = IdxWriter(stem.with_suffix(".idx"), self.meta["dtype"], self.meta["row_length"])
+        return {"rows": rows, "idx": idx, "tokens": 0}
+
+    def close_file(self, split: str, handle: Any) -> None:
+        info = handle["rows"].close()
+        handle["idx"].close()
+        idx_path = handle["idx"].path
+        self._entries.append(
+            {
+                "path": f"shards/bin/{handle['rows'].path.name}",
+                "format": "bin",
+                "split": split,
+                "rows": info["rows"],
+                "tokens": handle["tokens"],
+                "bytes": info["bytes"],
+                "sha256": info["sha256"],
+                "index": {
+                    "path": f"shards/bin/{idx_path.name}",
+                    "bytes": idx_path.stat().st_size,
+                    "sha256": file_sha256(idx_path),
+                },
+            }
         )
-        return w
 
-    def _finish(self, split: str) -> None:
-        w = self._open.pop(split)
-        self._entries.append({"path": f"shards/{w.path.name}", "format": "bin", "split": split, **w.close()})
+    @staticmethod
+    def _emit(handle: Any, batch: RowBatch) -> None:
+        handle["rows"].write(batch.tokens)
+        handle["idx"].add(batch)
+        handle["tokens"] += int(batch.real_tokens.sum())
 
-    def write(self, rows: np.ndarray, split: str) -> None:
-        while len(rows):
-            w = self._rotate(split)
-            room = self.meta["rows_per_file"] - w.rows
-            w.write(rows[:room])
-            rows = rows[room:]
+    def write(self, rows: RowBatch, split: str) -> None:
+        self.write_rows(rows, split, self._emit)
 
     def close(self) -> list[dict[str, Any]]:
-        for split in list(self._open):
-            self._finish(split)
+        self.finish()
         return self._entries

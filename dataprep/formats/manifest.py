@@ -1,17 +1,31 @@
 """Reading OUT/manifest.json and locating the shard files it lists.
 
-Shard section (written by the packing stage):
+Top level: format_version, dataprep_version, recipe {name, hash, file}, seed, inputs [{path,
+bytes, sha256}], documents {read, kept, dropped}, tokenizer {file, kind, sha256, size, vocab_size,
+eos/bos/pad/unk token and id, roundtrip}, shards (written by the packing stage):
 
     "shards": {
       "seq_length": 512,             # tokens per training sample; rows hold seq_length + 1
       "row_length": 513,
-      "dtype": "int32",
-      "packing": "concat",
+      "dtype": "uint16",             # of the .bin files (MindRecord is always int32)
+      "packing": "concat",           # concat | pad | bestfit
+      "columns": ["input_ids", "actual_seq_len"],   # + "loss_mask" for pad / bestfit
       "vocab_size": 8192, "eos_id": 2, "pad_id": 0, "bos_id": 1,
-      "splits": {"train": {"rows": R, "tokens": T, "documents": D,
-                           "files": [{"path": "shards/train-00000.bin", "format": "bin",
-                                      "rows": r, "bytes": b, "sha256": "..."}]}}
+      "shuffle": {"seed": 0, "buckets": 1},
+      "splits": {"train": {"rows": R, "tokens": T, "documents": D, "doc_tokens": N,
+                           "eos_tokens": E, "padding_tokens": P,
+                           "dropped": {"tail_tokens": .., "truncated_tokens": .., "remainder_rows": ..,
+                                       "remainder_tokens": .., "eos": ..},
+                           "files": [{"path": "shards/bin/train-00000.bin", "format": "bin",
+                                      "rows": r, "tokens": t, "bytes": b, "sha256": "...",
+                                      "index": {"path": "shards/bin/train-00000.idx", "sha256": ...}}]},
+                 "validation": {...}},
+      "totals": {"rows": .., "tokens": .., "documents": ..}
     }
+
+Token accounting per split (checked when writing and by ``dataprep verify``):
+tokens = doc_tokens + documents (one EOS each) - dropped tokens (tail, truncated, remainder);
+eos_tokens = documents - dropped.eos; rows * row_length = tokens + padding_tokens.
 """
 
 from __future__ import annotations

@@ -1,0 +1,220 @@
+"""``dataprep inspect shard PATH``: decoded rows with document boundaries visible, plus shard stats.
+
+PATH is a .bin (or its .idx), a .mindrecord (or its .db), or a run's output directory (then the
+first file of the split in the chosen format). Metadata and the tokenizer come from the run's
+manifest.json; a lone .bin/.idx pair without one is read from its index (dtype, row length) and
+shown as ids unless ``--tokenizer`` is given.
+
+In the text, every document piece of a row is shown on its own, ``⟨EOS⟩`` marks the end of a
+document, ``⟨…⟩`` a piece that continues in another row (or was cut), ``⟨PAD×n⟩`` the padding.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataprep.formats.rows import RowBatch
+
+EOS_MARK = "⟨EOS⟩"
+CONT_MARK = "⟨…⟩"
+
+
+def _locate(path: Path, split: str, fmt: str | None) -> tuple[Path, str, Path | None, dict[str, Any] | None]:
+    """(data file, format, output dir or None, manifest or None)."""
+    from dataprep.formats.manifest import find_manifest
+
+    out: Path | None = None
+    manifest: dict[str, Any] | None = None
+    try:
+        m = find_manifest(path)
+        out, manifest = m.parent, json.loads(m.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        pass
+    if path.is_dir():
+        if manifest is None or out is None:
+            raise FileNotFoundError(f"{path} holds no manifest.json: give a shard file instead")
+        if "shards" not in manifest:
+            raise ValueError(f"{out}/manifest.json has no 'shards' section")
+        files = manifest["shards"]["splits"].get(split, {}).get("files", [])
+        if not files:
+            raise ValueError(f"{out}/manifest.json lists no files for split {split!r}")
+        formats = [f["format"] for f in files]
+        want = fmt or ("bin" if "bin" in formats else formats[0])
+        entry = next((f for f in files if f["format"] == want), None)
+        if entry is None:
+            raise ValueError(
+                f"split {split!r} has no {want} files (formats: {', '.join(sorted(set(formats)))})"
+            )
+        return out / entry["path"], want, out, manifest
+    name = path.name
+    if name.endswith(".db"):
+        path = path.with_name(name[:-3])
+    if path.suffix == ".idx":
+        path = path.with_suffix(".bin")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    if path.suffix == ".bin":
+        return path, "bin", out, manifest
+    if path.suffix == ".mindrecord":
+        return path, "mindrecord", out, manifest
+    raise ValueError(f"{path}: not a shard (.bin, .idx, .mindrecord or an output directory)")
+
+
+def _batches(path: Path, fmt: str, meta: dict[str, Any]) -> Iterator[RowBatch]:
+    from dataprep.formats.dataset import iter_bin_file, iter_mindrecord_file
+
+    if fmt == "bin":
+        yield from iter_bin_file(path, path.with_suffix(".idx"), meta["dtype"], meta["row_length"])
+    else:
+        for batch, _ in iter_mindrecord_file(path, meta["row_length"]):
+            yield batch
+
+
+def _meta(path: Path, fmt: str, manifest: dict[str, Any] | None) -> dict[str, Any]:
+    if manifest and "shards" in manifest:
+        s = manifest["shards"]
+        return {k: s.get(k) for k in ("row_length", "dtype", "eos_id", "pad_id", "vocab_size", "packing")}
+    if fmt != "bin":
+        raise FileNotFoundError(
+            f"{path}: no manifest.json found; a MindRecord shard needs its run's manifest"
+        )
+    from dataprep.formats.idx import read_idx
+
+    index = read_idx(path.with_suffix(".idx"))
+    row_length = index.row_length()
+    if row_length is None:
+        raise ValueError(f"{path}: cannot tell the row length from a one-row index without a manifest")
+    dtype = "uint16" if index.dtype == np.dtype(np.uint16) else "int32"
+    return {"row_length": row_length, "dtype": dtype, "eos_id": None, "pad_id": None, "vocab_size": None}
+
+
+def _segments(row: np.ndarray, bounds: np.ndarray, eos: int | None, decode: Any) -> list[dict[str, Any]]:
+    segs = []
+    start = 0
+    for end in (int(b) for b in bounds):
+        ids = row[start:end]
+        ends_with_eos = eos is not None and len(ids) > 0 and int(ids[-1]) == eos
+        body = ids[:-1] if ends_with_eos else ids
+        seg: dict[str, Any] = {"start": start, "end": end, "eos": ends_with_eos}
+        if decode is not None:
+            seg["text"] = decode(body)
+        else:
+            seg["ids"] = [int(i) for i in ids]
+        segs.append(seg)
+        start = end
+    return segs
+
+
+def _show_row(
+    index: int, row: np.ndarray, bounds: np.ndarray, meta: dict[str, Any], decode: Any
+) -> dict[str, Any]:
+    real = int(bounds[-1]) if len(bounds) else 0
+    return {
+        "row": index,
+        "real_tokens": real,
+        "padding": meta["row_length"] - real,
+        "actual_seq_len": [int(b) for b in bounds],
+        "segments": _segments(row, bounds, meta["eos_id"], decode),
+    }
+
+
+def _print_row(r: dict[str, Any]) -> None:
+    print(
+        f"── row {r['row']} · {r['real_tokens']} real tokens · {len(r['segments'])} piece(s) · "
+        f"actual_seq_len {r['actual_seq_len']}"
+    )
+    for k, seg in enumerate(r["segments"]):
+        body = seg["text"] if "text" in seg else " ".join(map(str, seg["ids"]))
+        mark = EOS_MARK if seg["eos"] else CONT_MARK
+        print(f"  [{k}] tokens {seg['start']}..{seg['end']}: {body}{mark}")
+    if r["padding"]:
+        print(f"  ⟨PAD×{r['padding']}⟩")
+
+
+def inspect_shard(
+    path: str | Path,
+    rows: int = 3,
+    row: int | None = None,
+    as_json: bool = False,
+    split: str = "train",
+    fmt: str | None = None,
+    tokenizer: str | None = None,
+) -> int:
+    """Print rows and per-shard stats; returns an exit code."""
+    data, fmt, out, manifest = _locate(Path(path), split, fmt)
+    meta = _meta(data, fmt, manifest)
+    decode = None
+    tok_path = tokenizer or (
+        str(out / manifest["tokenizer"]["file"]) if out and manifest and manifest.get("tokenizer") else None
+    )
+    if tok_path and Path(tok_path).exists():
+        from dataprep.formats.tokenizer import load_tokenizer
+
+        decode = load_tokenizer(tok_path).decode
+    L = meta["row_length"]
+    stats = {"rows": 0, "real_tokens": 0, "padding_tokens": 0, "eos": 0, "pieces": 0}
+    pieces_min, pieces_max = None, 0
+    id_min, id_max = None, None
+    shown: list[dict[str, Any]] = []
+    base = 0
+    for batch in _batches(data, fmt, meta):
+        real = batch.real_tokens
+        mask = np.arange(L)[None, :] < real[:, None]
+        stats["rows"] += len(batch)
+        stats["real_tokens"] += int(real.sum())
+        stats["padding_tokens"] += int(len(batch) * L - real.sum())
+        stats["pieces"] += len(batch.seg_ends)
+        if meta["eos_id"] is not None:
+            stats["eos"] += int(((batch.tokens == meta["eos_id"]) & mask).sum())
+        if len(batch):
+            pieces_min = min(int(batch.seg_counts.min()), pieces_min or 1 << 30)
+            pieces_max = max(int(batch.seg_counts.max()), pieces_max)
+            lo, hi = int(batch.tokens[mask].min()), int(batch.tokens[mask].max())
+            id_min = lo if id_min is None else min(id_min, lo)
+            id_max = hi if id_max is None else max(id_max, hi)
+        wanted = [row] if row is not None else list(range(rows))
+        for i in wanted:
+            if base <= i < base + len(batch):
+                shown.append(_show_row(i, batch.tokens[i - base], batch.boundaries(i - base), meta, decode))
+        base += len(batch)
+    if row is not None and not shown:
+        raise ValueError(f"row {row} out of range: {data} holds {stats['rows']} rows")
+    total = stats["rows"] * L
+    summary = {
+        "file": str(data),
+        "format": fmt,
+        "row_length": L,
+        "dtype": meta["dtype"] if fmt == "bin" else "int32",
+        **stats,
+        "padding_fraction": round(stats["padding_tokens"] / total, 6) if total else 0.0,
+        "pieces_per_row": {
+            "mean": round(stats["pieces"] / stats["rows"], 3) if stats["rows"] else 0.0,
+            "min": pieces_min or 0,
+            "max": pieces_max,
+        },
+        "id_range": [id_min, id_max],
+        "decoded": decode is not None,
+    }
+    if as_json:
+        json.dump({"shard": summary, "rows": shown}, sys.stdout, ensure_ascii=False, indent=1)
+        print()
+        return 0
+    print(f"{data}  ({fmt}, {summary['dtype']}, row_length {L})")
+    ppr = summary["pieces_per_row"]
+    print(
+        f"rows {stats['rows']:,} · real tokens {stats['real_tokens']:,} · padding "
+        f"{100 * summary['padding_fraction']:.2f}% · EOS {stats['eos']:,} · "
+        f"documents (pieces) per row {ppr['mean']} (min {ppr['min']}, max {ppr['max']}) · "
+        f"ids {id_min}..{id_max}"
+    )
+    if decode is None:
+        print("(no tokenizer found: showing ids; pass --tokenizer to decode)")
+    for r in shown:
+        _print_row(r)
+    return 0

@@ -1,0 +1,101 @@
+"""MindRecord shards: one standalone MindRecord file (plus its ``.db`` index) per shard.
+
+Schema: ``input_ids`` int32 [-1] (row_length values), ``actual_seq_len`` int32 [-1], and
+``loss_mask`` int32 [-1] (row_length values) when the packing pads rows. Read them with
+``mindspore.dataset.MindDataset(mindrecord_files(out, split), num_shards=dp, shard_id=rank)``.
+
+A MindRecord file's header stores its own bare file name, so files must never be renamed after
+``commit()``; :class:`MindRecordShardWriter` writes into a staging directory and moves the whole
+directory into place at the end. MindSpore is imported only inside these functions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataprep.formats.rows import RowBatch
+
+COLUMNS = ("input_ids", "actual_seq_len", "loss_mask")
+WRITE_BATCH_ROWS = 1024
+HEADER_BYTES = 1 << 20  # page metadata; MindSpore's default (16 MB) makes every file at least that big
+PAGE_BYTES = 8 << 20  # one row (all columns) must fit a page: 8 MB holds rows of up to ~1M tokens
+
+
+def schema(with_loss_mask: bool) -> dict[str, dict[str, Any]]:
+    fields = {
+        "input_ids": {"type": "int32", "shape": [-1]},
+        "actual_seq_len": {"type": "int32", "shape": [-1]},
+    }
+    if with_loss_mask:
+        fields["loss_mask"] = {"type": "int32", "shape": [-1]}
+    return fields
+
+
+class MindRecordFile:
+    """Writes rows into one MindRecord file (shard_num=1). Arrays handed to MindSpore are always
+    real int32 ndarrays: FileWriter silently drops rows of any other type (e.g. np.memmap)."""
+
+    def __init__(self, path: Path, with_loss_mask: bool):
+        from mindspore.mindrecord import FileWriter
+
+        self.path = Path(path)
+        self.with_loss_mask = with_loss_mask
+        self.rows = 0
+        self._writer = FileWriter(str(self.path), shard_num=1, overwrite=True)
+        self._writer.set_header_size(HEADER_BYTES)
+        self._writer.set_page_size(PAGE_BYTES)
+        self._writer.add_schema(schema(with_loss_mask), "dataprep packed rows")
+
+    def write(self, batch: RowBatch) -> None:
+        n = len(batch)
+        if n == 0:
+            return
+        tokens = np.ascontiguousarray(batch.tokens, dtype=np.int32)
+        if type(tokens) is not np.ndarray:
+            tokens = np.array(tokens, dtype=np.int32)
+        ends = np.array(batch.seg_ends, dtype=np.int32)
+        off = batch.offsets
+        masks = batch.loss_masks() if self.with_loss_mask else None
+        for lo in range(0, n, WRITE_BATCH_ROWS):
+            hi = min(n, lo + WRITE_BATCH_ROWS)
+            records = []
+            for i in range(lo, hi):
+                rec = {"input_ids": tokens[i], "actual_seq_len": ends[off[i] : off[i + 1]]}
+                if masks is not None:
+                    rec["loss_mask"] = masks[i]
+                records.append(rec)
+            self._writer.write_raw_data(records)
+            if len(records) != hi - lo:  # FileWriter removes rows it rejects from the list
+                raise RuntimeError(f"{self.path}: MindRecord rejected {hi - lo - len(records)} rows")
+        self.rows += n
+
+    def commit(self) -> None:
+        self._writer.commit()
+
+
+def read_rows(path: str | Path, columns: tuple[str, ...] | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """Rows of one MindRecord file in stored order (dicts of int32 arrays)."""
+    from mindspore.mindrecord import FileReader
+
+    reader = FileReader(str(path), num_consumer=1, columns=list(columns) if columns else None)
+    try:
+        yield from reader.get_next()
+    finally:
+        reader.close()
+
+
+def staging_dir(final_dir: Path) -> Path:
+    return final_dir.with_name(f".{final_dir.name}.staging")
+
+
+def move_into_place(staging: Path, final_dir: Path) -> None:
+    """Replace ``final_dir`` by ``staging`` (the whole directory: file names stay as committed)."""
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    os.replace(staging, final_dir)

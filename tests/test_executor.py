@@ -135,35 +135,25 @@ def test_sigkill_then_rerun_gives_identical_bytes(tmp_path: Path, kill_when: str
 
 def test_shards_decode_back_to_the_kept_documents(tmp_path: Path) -> None:
     """End to end: the token stream between EOS tokens decodes to the kept documents, in order."""
-    from tokenizers import Tokenizer
-
     from dataprep.docstore import read_rejected
-    from dataprep.formats.binrows import open_rows
-    from dataprep.formats.manifest import load_manifest, shard_files
+    from dataprep.formats import load_tokenizer, open_bin
 
     src = tmp_path / "in.jsonl"
     texts = [f"第{i}号文档：今天天气很好。" * (1 + i % 5) for i in range(300)]
     texts[7] = texts[3]  # an exact duplicate
-    src.write_text(
-        "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8"
-    )
+    src.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
     out = tmp_path / "o"
-    run([src], out)
-    root, manifest = load_manifest(out)
+    recipe = recipe_with()
+    recipe["stages"][-1]["pack"].update(shuffle=False, validation_fraction=0.0, equal_shards=False, writers=["bin"])
+    run([src], out, recipe)
+    manifest = json.loads((out / "manifest.json").read_text())
     sh = manifest["shards"]
-    rows = np.concatenate(
-        [open_rows(p, sh["dtype"], sh["row_length"]) for p, _ in shard_files(root, manifest)]
-    )
-    stream = rows.reshape(-1)
-    tokens_total = sh["splits"]["train"]["tokens"]
-    assert stream[tokens_total:].tolist() == [sh["pad_id"]] * (len(stream) - tokens_total)
-    stream = stream[:tokens_total]
-    tok = Tokenizer.from_file(str(out / manifest["tokenizer"]["file"]))
+    rows = open_bin(out, "train")
+    stream = np.concatenate([rows.input_ids(i)[: rows.actual_seq_len(i)[-1]] for i in range(len(rows))])
+    tok = load_tokenizer(out / manifest["tokenizer"]["file"])
     ends = np.flatnonzero(stream == sh["eos_id"])
-    pieces = np.split(stream, ends + 1)[:-1]
-    decoded = [tok.decode(p[:-1].tolist()) for p in pieces]
-    kept = [t for i, t in enumerate(texts) if i != 7]
-    assert decoded == kept
+    assert ends[-1] == len(stream) - 1
+    decoded = [tok.decode(p[:-1].tolist()) for p in np.split(stream, ends + 1)[:-1]]
+    assert decoded == [t for i, t in enumerate(texts) if i != 7]
     assert [r["reason"] for r in read_rejected(out / "rejected" / "exact_dedup.jsonl.zst")] == ["duplicate"]
-    stats = read_stats(out)
-    assert stats["totals"]["kept"] == 299
+    assert read_stats(out)["totals"]["kept"] == 299

@@ -141,10 +141,14 @@ def test_shards_decode_back_to_the_kept_documents(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
     texts = [f"第{i}号文档：今天天气很好。" * (1 + i % 5) for i in range(300)]
     texts[7] = texts[3]  # an exact duplicate
-    src.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    src.write_text(
+        "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8"
+    )
     out = tmp_path / "o"
     recipe = recipe_with()
-    recipe["stages"][-1]["pack"].update(shuffle=False, validation_fraction=0.0, equal_shards=False, writers=["bin"])
+    recipe["stages"][-1]["pack"].update(
+        shuffle=False, validation_fraction=0.0, equal_shards=False, writers=["bin"]
+    )
     run([src], out, recipe)
     manifest = json.loads((out / "manifest.json").read_text())
     sh = manifest["shards"]

@@ -354,6 +354,12 @@ class LocalExecutor:
             )
         return self._pool
 
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """[fn(x) for x in items], run on the worker pool; fn must be a module-level function."""
+        if self.workers == 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        return list(self._ensure_pool().map(fn, items))
+
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         if self.workers == 1 or len(task_indices) <= 1:
             for t in task_indices:
@@ -542,12 +548,29 @@ def prepare(
     passes = plan_passes(stages)
     artifacts: dict[str, Any] = {}
     driver_stats = {label: StageStats() for label in labels}
-    for i, st in enumerate(stages):
-        st.setup(_driver_ctx(run, i, labels[i], task_ids, recipe, artifacts, driver_stats, workers, quiet))
     manifest_parts: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
     total_bytes = sum(t.nbytes for t in plan.tasks)
     with make_executor(executor, workers, ray_address) as runner:
+
+        def driver_ctx(i: int, stats: StageStats) -> DriverContext:
+            work = run.stage_dir(i, labels[i])
+            work.mkdir(parents=True, exist_ok=True)
+            run.output.mkdir(parents=True, exist_ok=True)
+            return DriverContext(
+                work_dir=work,
+                output_dir=run.output,
+                task_ids=task_ids,
+                seed=recipe.seed,
+                artifacts=artifacts,
+                stats=stats,
+                workers=workers,
+                quiet=quiet,
+                parallel_map=runner.map,
+            )
+
+        for i, st in enumerate(stages):
+            st.setup(driver_ctx(i, driver_stats[labels[i]]))
         for p in passes:
             write_text_atomic(run.work / "artifacts.json", json.dumps(artifacts, ensure_ascii=False))
             todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
@@ -588,19 +611,7 @@ def prepare(
                     before = dict(artifacts)
                     st = stages[p.compute]
                     assert isinstance(st, GlobalStage)
-                    entries = st.decide(
-                        _driver_ctx(
-                            run,
-                            p.compute,
-                            label,
-                            task_ids,
-                            recipe,
-                            artifacts,
-                            {label: dstats},
-                            workers,
-                            quiet,
-                        )
-                    )
+                    entries = st.decide(driver_ctx(p.compute, dstats))
                     result = {
                         "manifest": entries or {},
                         "stats": dstats.to_json(),
@@ -635,32 +646,6 @@ def prepare(
     if not quiet:
         _summary(stats, run.out, timings["total"])
     return stats
-
-
-def _driver_ctx(
-    run: RunDir,
-    index: int,
-    label: str,
-    task_ids: list[str],
-    recipe: Recipe,
-    artifacts: dict[str, Any],
-    stats: dict[str, StageStats],
-    workers: int,
-    quiet: bool = False,
-) -> DriverContext:
-    work = run.stage_dir(index, label)
-    work.mkdir(parents=True, exist_ok=True)
-    run.output.mkdir(parents=True, exist_ok=True)
-    return DriverContext(
-        work_dir=work,
-        output_dir=run.output,
-        task_ids=task_ids,
-        seed=recipe.seed,
-        artifacts=artifacts,
-        stats=stats[label],
-        workers=workers,
-        quiet=quiet,
-    )
 
 
 def _finalize(

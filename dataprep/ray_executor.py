@@ -12,6 +12,7 @@ restarted on the same OUT resumes from the completion markers like a local run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,11 @@ class RayExecutor:
     def __exit__(self, *exc: object) -> None:
         if self._started:
             self._ray.shutdown()
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """[fn(x) for x in items] as Ray tasks (retried like pass tasks), results in item order."""
+        remote = self._ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(fn)
+        return self._ray.get([remote.remote(x) for x in items])
 
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         ray = self._ray

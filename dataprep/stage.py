@@ -27,7 +27,7 @@ import importlib
 import pkgutil
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -73,8 +73,9 @@ class DriverContext:
 
     task_ids: all tasks in order. output_dir: the staging directory of the final outputs;
     files written there appear in OUT/ when the run completes. publish(): make an artifact
-    visible to later stages (and to workers of later passes). progress(): a progress callback
-    factory for long driver-side work.
+    visible to later stages (and to workers of later passes). map(): run a module-level function
+    over items on the run's workers (process pool or Ray cluster) — how a decide phase spreads
+    its work, e.g. one call per hash partition; results come back in item order.
     """
 
     work_dir: Path
@@ -85,9 +86,15 @@ class DriverContext:
     stats: StageStats
     workers: int = 1
     quiet: bool = False  # no progress bars (``prepare --quiet``)
+    parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        if self.parallel_map is None:
+            return [fn(x) for x in items]
+        return self.parallel_map(fn, items)
 
 
 class Stage:

@@ -161,3 +161,14 @@ def test_shards_decode_back_to_the_kept_documents(tmp_path: Path) -> None:
     assert decoded == [t for i, t in enumerate(texts) if i != 7]
     assert [r["reason"] for r in read_rejected(out / "rejected" / "exact_dedup.jsonl.zst")] == ["duplicate"]
     assert read_stats(out)["totals"]["kept"] == 299
+
+
+def test_driver_map_runs_on_the_worker_pool_in_item_order() -> None:
+    from dataprep.executor import LocalExecutor
+
+    items = [-5, 3, -1, 0, 8, -2]
+    with LocalExecutor(2) as pool:
+        assert pool.map(abs, items) == [5, 3, 1, 0, 8, 2]
+        assert pool._pool is not None  # really ran on the pool
+    with LocalExecutor(1) as inline:
+        assert inline.map(abs, items) == [5, 3, 1, 0, 8, 2]

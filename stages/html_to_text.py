@@ -202,6 +202,14 @@ class HtmlToText(MapStage):
         else:
             payload = part.get_payload()
             body = payload if isinstance(payload, str) else ""
+            charset = (part.get_content_charset() or "").lower()
+            if body and not body.isascii() and charset not in ("", "us-ascii", "utf-8", "utf8"):
+                # an 8-bit part that was read as Latin-1: decode it with its declared charset
+                try:
+                    body = _decode(body.encode("latin-1"), charset)
+                    _add(counts, "charset_redecoded")
+                except UnicodeEncodeError:
+                    pass
         if ctype == "text/html" or looks_like_html(body, self.params.html_min_tags):
             body, removed = html_to_text(body)
             _add(counts, "html_parts")

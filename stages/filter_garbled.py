@@ -1,0 +1,122 @@
+"""Garbled-text filter: replacement and private-use characters, rare characters, mojibake.
+
+Scores:
+- ``bad_char_share``: U+FFFD, private-use characters and unassigned surrogates / characters.
+- ``rare_han_share``: Han characters outside GB2312 and Big5 (the common sets of Simplified and
+  Traditional Chinese, about 19,000 characters) / Han characters. Real text, classical poetry
+  included, stays low; text decoded with the wrong codec (UTF-8 read as GBK gives 鍙戦€佷簡...)
+  and random byte soup score high. Only judged from ``min_han`` Han characters on.
+- ``mojibake_share``: the larger of (characters inside typical mojibake sequences that normalize
+  could not repair: 锟斤拷, 烫烫, 屯屯, Ã/Â/â€ pairs) / characters and, from 10 Han characters
+  on, (characters that UTF-8 read as GBK starts a character with: 鍙 浠 鐨 ...) / Han characters.
+  Real text has few of the latter (they are rare GBK characters), mojibake about a third.
+
+Drops: ``bad_chars``, ``rare_chars``, ``mojibake``, each above its threshold.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import ClassVar
+
+from dataprep.document import Document
+from dataprep.stage import param, register
+from stages._chars import HAN, PRIVATE_USE
+from stages._filter_base import SHARE_EDGES, CleaningFilter, share
+
+BAD_CHARS = re.compile(f"[\ufffd{PRIVATE_USE}\ud800-\udfff]+")
+HAN_RUN = re.compile(f"[{HAN}]+")
+MOJIBAKE_LITERALS = re.compile(
+    "(?:锟斤拷|烫烫|屯屯|[\u00c2\u00c3][\u0080-\u00bf]|\u00e2\u20ac[\u0080-\u00bf\u2018-\u201e\u2122]?)+"
+)
+
+
+@lru_cache(maxsize=1)
+def _common_han_run() -> re.Pattern[str]:
+    """Runs of Han characters that GB2312 or Big5 can encode (built once per process)."""
+    common = []
+    for cp in range(0x4E00, 0xA000):
+        c = chr(cp)
+        for codec in ("gb2312", "big5"):
+            try:
+                c.encode(codec)
+            except UnicodeEncodeError:
+                continue
+            common.append(c)
+            break
+    ranges = []
+    start = prev = ord(common[0])
+    for c in common[1:]:
+        cp = ord(c)
+        if cp != prev + 1:
+            ranges.append((start, prev))
+            start = cp
+        prev = cp
+    ranges.append((start, prev))
+    cls = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+    return re.compile(f"[{cls}]+")
+
+
+@lru_cache(maxsize=1)
+def _utf8_as_gbk_lead() -> re.Pattern[str]:
+    from stages.normalize import _utf8_as_gbk_chars
+
+    return re.compile(f"[{re.escape(_utf8_as_gbk_chars())}]+")
+
+
+def garbled_scores(text: str) -> dict[str, float]:
+    n = len(text)
+    if text.isascii():
+        return {"bad_char_share": 0.0, "rare_han_share": 0.0, "mojibake_share": 0.0, "han": 0}
+    bad = sum(map(len, BAD_CHARS.findall(text)))
+    han = sum(map(len, HAN_RUN.findall(text)))
+    common = sum(map(len, _common_han_run().findall(text))) if han else 0
+    moji = share(sum(map(len, MOJIBAKE_LITERALS.findall(text))), n)
+    if han >= 10:
+        moji = max(moji, share(sum(map(len, _utf8_as_gbk_lead().findall(text))), han))
+    return {
+        "bad_char_share": share(bad, n),
+        "rare_han_share": share(han - common, han),
+        "mojibake_share": moji,
+        "han": han,
+    }
+
+
+@dataclass
+class GarbledParams:
+    max_bad_char_share: float = param(0.01, help="U+FFFD / private-use share above this -> bad_chars")
+    max_rare_han_share: float = param(0.25, help="share of Han outside GB2312+Big5 above this -> rare_chars")
+    min_han: int = param(20, help="rare_han_share is judged from this many Han characters on")
+    max_mojibake_share: float = param(0.02, help="share of characters in mojibake sequences -> mojibake")
+    keep_scores: bool = param(False, help="store the scores in doc.meta['scores']")
+
+
+@register
+class FilterGarbled(CleaningFilter):
+    """Drop text with replacement/private-use characters, rare-character soup or mojibake."""
+
+    name = "filter_garbled"
+    Params = GarbledParams
+    score_edges: ClassVar[dict[str, list[float]]] = {
+        "bad_char_share": SHARE_EDGES,
+        "rare_han_share": SHARE_EDGES,
+        "mojibake_share": SHARE_EDGES,
+    }
+
+    def score(self, doc: Document) -> dict[str, float]:
+        return garbled_scores(doc.text)
+
+    def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
+        p: GarbledParams = self.params
+        if scores["bad_char_share"] > p.max_bad_char_share:
+            v = scores["bad_char_share"]
+            return "bad_chars", v, f"bad_char_share {v:.3f} > {p.max_bad_char_share}"
+        if scores["mojibake_share"] > p.max_mojibake_share:
+            v = scores["mojibake_share"]
+            return "mojibake", v, f"mojibake_share {v:.3f} > {p.max_mojibake_share}"
+        if scores["han"] >= p.min_han and scores["rare_han_share"] > p.max_rare_han_share:
+            v = scores["rare_han_share"]
+            return "rare_chars", v, f"rare_han_share {v:.3f} > {p.max_rare_han_share}"
+        return None

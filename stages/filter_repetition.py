@@ -1,0 +1,201 @@
+"""Repetition filter (after Gopher, Rae et al. 2021), with Chinese measured on characters.
+
+Units: every Han, kana or hangul character is one unit; a run of other letters and digits (a
+Latin word, a number) is one unit. Characters of a unit: its length.
+
+Scores (all shares in [0, 1]):
+- ``dup_line_share`` / ``dup_line_char_share``: non-empty lines that repeat an earlier line of
+  the document, by count and by characters.
+- ``dup_para_share`` / ``dup_para_char_share``: the same for paragraphs (separated by a blank line).
+- ``top_2gram``, ``top_3gram``, ``top_4gram``: characters covered by the most frequent unit
+  n-gram (counted at every occurrence, only when it occurs at least twice) / characters of all
+  units. For Chinese these are character n-grams.
+- ``dup_10gram``: characters of units covered by any unit 10-gram that occurs more than once.
+The n-gram scores are computed for documents of at least ``min_units`` units (0 below).
+All documents of a batch are scored together with numpy (one sort per n-gram size).
+
+Drops: ``repeated_lines``, ``repeated_paragraphs``, ``repeated_ngrams`` (top or dup n-grams).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from dataprep.document import Document
+from dataprep.stage import param, register
+from stages._chars import HAN, KANA_HANGUL
+from stages._filter_base import SHARE_EDGES, CleaningFilter
+
+UNIT = re.compile(f"[{HAN}{KANA_HANGUL}]|[^\\W_{HAN}{KANA_HANGUL}]+")
+TOP_NS = (2, 3, 4)
+LINE_KEYS = ("dup_line_share", "dup_line_char_share", "dup_para_share", "dup_para_char_share")
+DUP_N = 10
+_MULT = np.array(
+    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD]
+    + [0xC4CEB9FE1A85EC53 + 2 * i for i in range(DUP_N)],
+    dtype=np.uint64,
+)
+DOC_BITS = 20  # documents per batch < 2**20
+
+
+def _dup_shares(pieces: list[str]) -> tuple[float, float]:
+    """(share of pieces repeating an earlier one, share of their characters)."""
+    seen: set[str] = set()
+    dup = dup_chars = total_chars = 0
+    for p in pieces:
+        total_chars += len(p)
+        if p in seen:
+            dup += 1
+            dup_chars += len(p)
+        else:
+            seen.add(p)
+    if not pieces:
+        return 0.0, 0.0
+    return dup / len(pieces), (dup_chars / total_chars if total_chars else 0.0)
+
+
+def line_scores(text: str) -> dict[str, float]:
+    lines = [s for s in (line.strip() for line in text.split("\n")) if s]
+    paras = [s for s in (p.strip() for p in text.split("\n\n")) if s]
+    dl, dlc = _dup_shares(lines)
+    dp, dpc = _dup_shares(paras) if len(paras) > 1 else (0.0, 0.0)
+    return {
+        "dup_line_share": dl,
+        "dup_line_char_share": dlc,
+        "dup_para_share": dp,
+        "dup_para_char_share": dpc,
+    }
+
+
+def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
+    """top_{2,3,4}gram and dup_10gram for each text (zeros below ``min_units`` units)."""
+    zero = {**{f"top_{n}gram": 0.0 for n in TOP_NS}, f"dup_{DUP_N}gram": 0.0}
+    results = [dict(zero) for _ in texts]
+    units: list[str] = []
+    owners: list[int] = []
+    counts: list[int] = []
+    for i, text in enumerate(texts):
+        toks = UNIT.findall(text)
+        if len(toks) >= min_units:
+            units.extend(toks)
+            owners.append(i)
+            counts.append(len(toks))
+    if not units:
+        return results
+    vocab = {t: k for k, t in enumerate(dict.fromkeys(units))}
+    ids = np.fromiter(map(vocab.__getitem__, units), dtype=np.uint64, count=len(units))
+    lens = np.fromiter(map(len, units), dtype=np.int64, count=len(units))
+    ndocs = len(owners)
+    doc = np.repeat(np.arange(ndocs, dtype=np.int64), counts)
+    total_chars = np.bincount(doc, weights=lens, minlength=ndocs)
+    csum = np.concatenate([[0], np.cumsum(lens)])
+    out_top = {n: np.zeros(ndocs) for n in TOP_NS}
+    dup_cover = np.zeros(ndocs)
+    with np.errstate(over="ignore"):
+        for n in (*TOP_NS, DUP_N):
+            m = len(ids) - n + 1
+            if m <= 0:
+                continue
+            g = ids[:m] * _MULT[0]
+            for j in range(1, n):
+                g = g + ids[j : j + m] * _MULT[j]
+            valid = doc[:m] == doc[n - 1 : n - 1 + m]
+            pos = np.flatnonzero(valid)
+            key = (doc[pos].astype(np.uint64) << np.uint64(64 - DOC_BITS)) | (g[pos] >> np.uint64(DOC_BITS))
+            order = np.argsort(key, kind="stable")
+            skey = key[order]
+            starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
+            run_len = np.diff(np.concatenate([starts, [len(skey)]]))
+            if n == DUP_N:
+                rep = np.repeat(run_len, run_len) >= 2
+                first_pos = pos[order[rep]]
+                delta = np.zeros(len(ids) + 1, dtype=np.int64)
+                np.add.at(delta, first_pos, 1)
+                np.add.at(delta, first_pos + n, -1)
+                covered = np.cumsum(delta[:-1]) > 0
+                dup_cover = np.bincount(doc[covered], weights=lens[covered], minlength=ndocs)
+                continue
+            many = run_len >= 2
+            if not many.any():
+                continue
+            first = pos[order[starts[many]]]
+            value = run_len[many] * (csum[first + n] - csum[first])
+            run_doc = doc[first]
+            seg = np.flatnonzero(np.concatenate([[True], run_doc[1:] != run_doc[:-1]]))
+            out_top[n][run_doc[seg]] = np.maximum.reduceat(value, seg)
+    for k, i in enumerate(owners):
+        tc = total_chars[k]
+        r = results[i]
+        for n in TOP_NS:
+            r[f"top_{n}gram"] = float(out_top[n][k] / tc) if tc else 0.0
+        r[f"dup_{DUP_N}gram"] = float(dup_cover[k] / tc) if tc else 0.0
+    return results
+
+
+@dataclass
+class RepetitionParams:
+    max_dup_line_share: float = param(0.3, help="share of repeated lines above this -> repeated_lines")
+    max_dup_line_char_share: float = param(0.2, help="characters in repeated lines -> repeated_lines")
+    max_dup_para_share: float = param(0.3, help="share of repeated paragraphs -> repeated_paragraphs")
+    max_dup_para_char_share: float = param(0.2, help="characters in repeated paragraphs")
+    max_top_2gram: float = param(0.2, help="coverage of the most frequent 2-gram -> repeated_ngrams")
+    max_top_3gram: float = param(0.18, help="coverage of the most frequent 3-gram -> repeated_ngrams")
+    max_top_4gram: float = param(0.16, help="coverage of the most frequent 4-gram -> repeated_ngrams")
+    max_dup_10gram: float = param(0.3, help="coverage of repeated 10-grams -> repeated_ngrams")
+    min_units: int = param(50, help="n-gram scores only for documents of at least this many units")
+    min_lines: int = param(3, help="line scores only for documents of at least this many lines")
+    keep_scores: bool = param(False, help="store the scores in doc.meta['scores']")
+
+
+@register
+class FilterRepetition(CleaningFilter):
+    """Drop documents made of repeated lines, paragraphs or n-grams (Gopher-style)."""
+
+    name = "filter_repetition"
+    Params = RepetitionParams
+    score_edges: ClassVar[dict[str, list[float]]] = {
+        k: SHARE_EDGES
+        for k in (
+            "dup_line_share",
+            "dup_line_char_share",
+            "dup_para_share",
+            "dup_para_char_share",
+            "top_2gram",
+            "top_3gram",
+            "top_4gram",
+            "dup_10gram",
+        )
+    }
+
+    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
+        grams = ngram_scores([d.text for d in batch], self.params.min_units)
+        out = []
+        for doc, g in zip(batch, grams, strict=True):
+            if doc.text.count("\n") + 1 >= self.params.min_lines:
+                g.update(line_scores(doc.text))
+            else:
+                g.update(dict.fromkeys(LINE_KEYS, 0.0))
+            out.append(g)
+        return out
+
+    def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
+        p: RepetitionParams = self.params
+        checks = (
+            ("repeated_lines", "dup_line_share", p.max_dup_line_share),
+            ("repeated_lines", "dup_line_char_share", p.max_dup_line_char_share),
+            ("repeated_paragraphs", "dup_para_share", p.max_dup_para_share),
+            ("repeated_paragraphs", "dup_para_char_share", p.max_dup_para_char_share),
+            ("repeated_ngrams", "top_2gram", p.max_top_2gram),
+            ("repeated_ngrams", "top_3gram", p.max_top_3gram),
+            ("repeated_ngrams", "top_4gram", p.max_top_4gram),
+            ("repeated_ngrams", f"dup_{DUP_N}gram", p.max_dup_10gram),
+        )
+        for reason, key, limit in checks:
+            v = scores[key]
+            if v > limit:
+                return reason, v, f"{key} {v:.3f} > {limit}"
+        return None

@@ -13,6 +13,10 @@ Scores (all shares in [0, 1]):
 - ``dup_10gram``: characters of units covered by any unit 10-gram that occurs more than once.
 The n-gram scores are computed for documents of at least ``min_units`` units (0 below).
 All documents of a batch are scored together with numpy (one sort per n-gram size).
+``han_units``: share of units that are Han characters. From ``chinese_at`` on a document is
+measured against the ``*_zh`` n-gram limits: a character 2-gram is about one Chinese word, so
+Gopher's word limits (0.20/0.18/0.16) would drop real prose ("和平进程" four times in one sentence)
+and classical poetry with refrains (诗经).
 
 Drops: ``repeated_lines``, ``repeated_paragraphs``, ``repeated_ngrams`` (top or dup n-grams).
 """
@@ -30,6 +34,7 @@ from dataprep.stage import param, register
 from stages._chars import HAN, KANA_HANGUL
 from stages._filter_base import SHARE_EDGES, CleaningFilter
 
+HAN_RUN = re.compile(f"[{HAN}]+")
 UNIT = re.compile(f"[{HAN}{KANA_HANGUL}]|[^\\W_{HAN}{KANA_HANGUL}]+")
 TOP_NS = (2, 3, 4)
 LINE_KEYS = ("dup_line_share", "dup_line_char_share", "dup_para_share", "dup_para_char_share")
@@ -73,14 +78,18 @@ def line_scores(text: str) -> dict[str, float]:
 
 def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
     """top_{2,3,4}gram and dup_10gram for each text (zeros below ``min_units`` units)."""
-    zero = {**{f"top_{n}gram": 0.0 for n in TOP_NS}, f"dup_{DUP_N}gram": 0.0}
+    zero = {**{f"top_{n}gram": 0.0 for n in TOP_NS}, f"dup_{DUP_N}gram": 0.0, "han_units": 0.0}
     results = [dict(zero) for _ in texts]
     units: list[str] = []
     owners: list[int] = []
     counts: list[int] = []
     for i, text in enumerate(texts):
+        if len(text) < min_units:
+            continue
         toks = UNIT.findall(text)
         if len(toks) >= min_units:
+            if not text.isascii():
+                results[i]["han_units"] = sum(map(len, HAN_RUN.findall(text))) / len(toks)
             units.extend(toks)
             owners.append(i)
             counts.append(len(toks))
@@ -106,7 +115,7 @@ def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
             valid = doc[:m] == doc[n - 1 : n - 1 + m]
             pos = np.flatnonzero(valid)
             key = (doc[pos].astype(np.uint64) << np.uint64(64 - DOC_BITS)) | (g[pos] >> np.uint64(DOC_BITS))
-            order = np.argsort(key, kind="stable")
+            order = np.argsort(key)
             skey = key[order]
             starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
             run_len = np.diff(np.concatenate([starts, [len(skey)]]))
@@ -139,15 +148,20 @@ def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
 @dataclass
 class RepetitionParams:
     max_dup_line_share: float = param(0.3, help="share of repeated lines above this -> repeated_lines")
-    max_dup_line_char_share: float = param(0.2, help="characters in repeated lines -> repeated_lines")
+    max_dup_line_char_share: float = param(0.25, help="characters in repeated lines -> repeated_lines")
     max_dup_para_share: float = param(0.3, help="share of repeated paragraphs -> repeated_paragraphs")
     max_dup_para_char_share: float = param(0.2, help="characters in repeated paragraphs")
     max_top_2gram: float = param(0.2, help="coverage of the most frequent 2-gram -> repeated_ngrams")
     max_top_3gram: float = param(0.18, help="coverage of the most frequent 3-gram -> repeated_ngrams")
     max_top_4gram: float = param(0.16, help="coverage of the most frequent 4-gram -> repeated_ngrams")
-    max_dup_10gram: float = param(0.3, help="coverage of repeated 10-grams -> repeated_ngrams")
+    max_dup_10gram: float = param(0.5, help="coverage of repeated 10-grams -> repeated_ngrams")
+    chinese_at: float = param(0.5, help="documents with this share of Han units use the *_zh limits")
+    max_top_2gram_zh: float = param(0.25, help="Chinese documents: top character 2-gram coverage")
+    max_top_3gram_zh: float = param(0.25, help="Chinese documents: top character 3-gram coverage")
+    max_top_4gram_zh: float = param(0.25, help="Chinese documents: top character 4-gram coverage")
+    max_dup_10gram_zh: float = param(0.5, help="Chinese documents: repeated character 10-grams")
     min_units: int = param(50, help="n-gram scores only for documents of at least this many units")
-    min_lines: int = param(3, help="line scores only for documents of at least this many lines")
+    min_lines: int = param(5, help="line scores only for documents of at least this many lines")
     keep_scores: bool = param(False, help="store the scores in doc.meta['scores']")
 
 
@@ -175,7 +189,7 @@ class FilterRepetition(CleaningFilter):
         grams = ngram_scores([d.text for d in batch], self.params.min_units)
         out = []
         for doc, g in zip(batch, grams, strict=True):
-            if doc.text.count("\n") + 1 >= self.params.min_lines:
+            if doc.text.count("\n") + 1 >= self.params.min_lines:  # cheap bound on non-empty lines
                 g.update(line_scores(doc.text))
             else:
                 g.update(dict.fromkeys(LINE_KEYS, 0.0))
@@ -184,15 +198,16 @@ class FilterRepetition(CleaningFilter):
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: RepetitionParams = self.params
+        zh = scores["han_units"] >= p.chinese_at
         checks = (
             ("repeated_lines", "dup_line_share", p.max_dup_line_share),
             ("repeated_lines", "dup_line_char_share", p.max_dup_line_char_share),
             ("repeated_paragraphs", "dup_para_share", p.max_dup_para_share),
             ("repeated_paragraphs", "dup_para_char_share", p.max_dup_para_char_share),
-            ("repeated_ngrams", "top_2gram", p.max_top_2gram),
-            ("repeated_ngrams", "top_3gram", p.max_top_3gram),
-            ("repeated_ngrams", "top_4gram", p.max_top_4gram),
-            ("repeated_ngrams", f"dup_{DUP_N}gram", p.max_dup_10gram),
+            ("repeated_ngrams", "top_2gram", p.max_top_2gram_zh if zh else p.max_top_2gram),
+            ("repeated_ngrams", "top_3gram", p.max_top_3gram_zh if zh else p.max_top_3gram),
+            ("repeated_ngrams", "top_4gram", p.max_top_4gram_zh if zh else p.max_top_4gram),
+            ("repeated_ngrams", f"dup_{DUP_N}gram", p.max_dup_10gram_zh if zh else p.max_dup_10gram),
         )
         for reason, key, limit in checks:
             v = scores[key]

@@ -51,7 +51,7 @@ def script_scores(text: str) -> dict[str, float]:
 
 @dataclass
 class ScriptParams:
-    min_han_share: float = param(0.3, help="Chinese documents with a lower Han share -> low_han_share")
+    min_han_share: float = param(0.15, help="Chinese documents with a lower Han share -> low_han_share")
     chinese_at: float = param(0.05, help="a document is Chinese from this Han share on (0: all are)")
     max_symbol_share: float = param(0.25, help="higher share of non-text symbols -> too_many_symbols")
     min_chars: int = param(20, help="documents with fewer non-space characters are not judged")

@@ -6,11 +6,12 @@ Scores:
   Traditional Chinese, about 19,000 characters) / Han characters. Real text, classical poetry
   included, stays low; text decoded with the wrong codec (UTF-8 read as GBK gives 鍙戦€佷簡...)
   and random byte soup score high. Only judged from ``min_han`` Han characters on.
-- ``mojibake_share``: the larger of (characters inside typical mojibake sequences that normalize
-  could not repair: 锟斤拷, 烫烫, 屯屯, Ã/Â/â€ pairs) / characters and, from 10 Han characters
-  on, (characters outside GB2312 and Big5 that UTF-8 read as GBK starts a character with:
-  鍙 鐨 浜 ...) / Han characters. Real text has almost none of the latter, mojibake about a
-  sixth.
+- ``mojibake_share``: characters inside typical mojibake sequences that normalize could not
+  repair (锟斤拷, 烫烫, 屯屯, Ã/Â/â€ pairs) / characters.
+- ``gbk_mojibake_share``: from 10 Han characters on, characters that UTF-8 read as GBK starts a
+  character with (GBK pairs E4-EF + 80-BF: 鍙 鎴 浜 ...) / Han characters. Measured: People's
+  Daily, reviews and fortunes 99.99th percentile 0.10, classical poetry (100k poems) 0.17, at
+  most 0.24; mojibake about 0.35-0.4.
 
 Drops: ``bad_chars``, ``rare_chars``, ``mojibake``, each above its threshold.
 """
@@ -64,35 +65,40 @@ def _common_han_run() -> re.Pattern[str]:
 def _utf8_as_gbk_lead() -> re.Pattern[str]:
     from stages.normalize import _utf8_as_gbk_chars
 
-    common = _common_han_run()
-    rare_leads = "".join(c for c in _utf8_as_gbk_chars() if not common.fullmatch(c))
-    return re.compile(f"[{re.escape(rare_leads)}]+")
+    return re.compile(f"[{re.escape(_utf8_as_gbk_chars())}]+")
 
 
 def garbled_scores(text: str) -> dict[str, float]:
     n = len(text)
     if text.isascii():
-        return {"bad_char_share": 0.0, "rare_han_share": 0.0, "mojibake_share": 0.0, "han": 0}
+        return {
+            "bad_char_share": 0.0,
+            "rare_han_share": 0.0,
+            "mojibake_share": 0.0,
+            "gbk_mojibake_share": 0.0,
+            "han": 0,
+        }
     bad = sum(map(len, BAD_CHARS.findall(text)))
     han = sum(map(len, HAN_RUN.findall(text)))
     common = sum(map(len, _common_han_run().findall(text))) if han else 0
     moji = share(sum(map(len, MOJIBAKE_LITERALS.findall(text))), n)
-    if han >= 10:
-        moji = max(moji, share(sum(map(len, _utf8_as_gbk_lead().findall(text))), han))
+    gbk = share(sum(map(len, _utf8_as_gbk_lead().findall(text))), han) if han >= 10 else 0.0
     return {
         "bad_char_share": share(bad, n),
         "rare_han_share": share(han - common, han),
         "mojibake_share": moji,
+        "gbk_mojibake_share": gbk,
         "han": han,
     }
 
 
 @dataclass
 class GarbledParams:
-    max_bad_char_share: float = param(0.01, help="U+FFFD / private-use share above this -> bad_chars")
+    max_bad_char_share: float = param(0.02, help="U+FFFD / private-use share above this -> bad_chars")
     max_rare_han_share: float = param(0.25, help="share of Han outside GB2312+Big5 above this -> rare_chars")
     min_han: int = param(20, help="rare_han_share is judged from this many Han characters on")
     max_mojibake_share: float = param(0.02, help="share of characters in mojibake sequences -> mojibake")
+    max_gbk_mojibake_share: float = param(0.28, help="share of UTF-8-as-GBK lead characters -> mojibake")
     keep_scores: bool = param(False, help="store the scores in doc.meta['scores']")
 
 
@@ -106,6 +112,7 @@ class FilterGarbled(CleaningFilter):
         "bad_char_share": SHARE_EDGES,
         "rare_han_share": SHARE_EDGES,
         "mojibake_share": SHARE_EDGES,
+        "gbk_mojibake_share": SHARE_EDGES,
     }
 
     def score(self, doc: Document) -> dict[str, float]:
@@ -119,6 +126,9 @@ class FilterGarbled(CleaningFilter):
         if scores["mojibake_share"] > p.max_mojibake_share:
             v = scores["mojibake_share"]
             return "mojibake", v, f"mojibake_share {v:.3f} > {p.max_mojibake_share}"
+        if scores["gbk_mojibake_share"] > p.max_gbk_mojibake_share:
+            v = scores["gbk_mojibake_share"]
+            return "mojibake", v, f"gbk_mojibake_share {v:.3f} > {p.max_gbk_mojibake_share}"
         if scores["han"] >= p.min_han and scores["rare_han_share"] > p.max_rare_han_share:
             v = scores["rare_han_share"]
             return "rare_chars", v, f"rare_han_share {v:.3f} > {p.max_rare_han_share}"

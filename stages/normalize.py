@@ -8,6 +8,8 @@ Steps, in order (each is skipped when a cheap check shows it has nothing to do):
    with ftfy's ``fix_encoding`` (only ftfy's encoding fixer: no width, quote or NFKC changes);
    UTF-8 read as GBK ("浣犲ソ" -> "你好") and GBK read as Latin-1 ("ÄãºÃ" -> "你好") are reversed
    when the re-decoding is strict-valid. Nothing else is touched.
+   HTML character references left in plain text are decoded: numeric ones (&#183; &#x4E2D;,
+   except &#38; which would create new references) and &nbsp; &lt; &gt; &quot; &apos;.
 3. Newlines: \\r\\n, \\r, U+2028, U+2029, U+0085, \\v and \\f become \\n.
 4. Control characters other than \\n and \\t (C0, DEL, C1) are removed; zero-width and format
    characters (U+00AD, U+180E, U+200B-U+200F, U+202A-U+202E, U+2060-U+2064, U+2066-U+2069, BOM
@@ -16,14 +18,15 @@ Steps, in order (each is skipped when a cheap check shows it has nothing to do):
    to their unified equivalents; it never folds width (that is NFKC, which is *not* applied).
 6. Width folding (``width_fold``), exact mapping:
    - always: full-width digits ０-９ and letters Ａ-Ｚ ａ-ｚ -> 0-9 A-Z a-z; full-width symbols
-     with no CJK role ＃＄％＆＊＋－．／＜＝＞＠＼＾＿｀｜ -> #$%&*+-./<=>@\\^_`|;
+     with no CJK role ＃＄％＆＊＋－／＜＝＞＠＼＾＿｀｜ -> #$%&*+-/<=>@\\^_`|;
      ￠￡￢￣￤￥￦ -> ¢£¬¯¦¥₩; half-width CJK punctuation ｡｢｣､ -> 。「」、.
-   - in Latin context only: the marks ！＂＇，：；？～ -> !"',:;?~ and the ideographic space
+   - in Latin context only: the marks ！＂＇，．：；？～ -> !"',.:;?~ and the ideographic space
      U+3000 -> " ". A maximal run of these marks (with spaces and ASCII/general punctuation
      between them) is in Latin context when the character right before or right after the run
      is a Latin, Greek or Cyrillic letter or digit and neither of the two is CJK (Han, kana,
      hangul, CJK punctuation) or another full-width form. "价格：100元" keeps "：",
-     "Note：see" becomes "Note:see", "Hello，世界" keeps "，".
+     "Note：see" becomes "Note:see", "Hello，世界" keeps "，", "１．５" becomes "1.5" and
+     "浅．但是" (full-width full stop used as a Chinese period) keeps "．".
    - brackets （）［］｛｝ -> ()[]{} only as a matched pair on one line (at most 200 characters
      apart) whose content holds no CJK or full-width character, whose outer neighbours are not
      CJK, and with a Latin letter or digit inside or next to it: "（ABC）" -> "(ABC)",
@@ -171,12 +174,37 @@ CONTROLS_AND_INVISIBLE = re.compile(
 )
 UNICODE_SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f]")
 
+CHAR_REF = re.compile(r"&#(?:[0-9]{1,7}|[xX][0-9A-Fa-f]{1,6});|&(?:nbsp|lt|gt|quot|apos);")
+NAMED_REFS = {"&nbsp;": " ", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&apos;": "'"}
+
+
+def _char_ref(m: re.Match[str]) -> str:
+    ref = m.group()
+    if ref[1] != "#":
+        return NAMED_REFS[ref]
+    try:
+        cp = int(ref[3:-1], 16) if ref[2] in "xX" else int(ref[2:-1])
+        c = chr(cp)
+    except (ValueError, OverflowError):
+        return ref
+    if c == "&" or 0xD800 <= cp <= 0xDFFF:
+        return ref
+    if SUSPECT.match(c):  # never produce what steps 3/4 would rewrite
+        return "\n" if NEWLINES.match(c) else " " if UNICODE_SPACES.match(c) else ""
+    return c
+
+
+def decode_char_refs(text: str) -> str:
+    """Numeric and a few named HTML character references decoded (idempotent: never makes a new '&')."""
+    return CHAR_REF.sub(_char_ref, text) if "&" in text else text
+
+
 # -- 6. width folding --------------------------------------------------------------------------
 ALWAYS_FOLD = (
-    "\uff03-\uff06\uff0a\uff0b\uff0d-\uff19\uff1c-\uff1e\uff20-\uff3a\uff3c\uff3e-\uff5a\uff5c"
+    "\uff03-\uff06\uff0a\uff0b\uff0d\uff0f-\uff19\uff1c-\uff1e\uff20-\uff3a\uff3c\uff3e-\uff5a\uff5c"
     "\uffe0-\uffe6\uff61-\uff64"
 )
-MARKS = "\uff01\uff02\uff07\uff0c\uff1a\uff1b\uff1f\uff5e\u3000"  # ！＂＇，：；？～ and U+3000
+MARKS = "\uff01\uff02\uff07\uff0c\uff0e\uff1a\uff1b\uff1f\uff5e\u3000"  # ！＂＇，．：；？～ U+3000
 BRACKETS = "\uff08\uff09\uff3b\uff3d\uff5b\uff5d"  # （）［］｛｝
 ALWAYS_FOLD_TABLE: dict[int, str] = {c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}
 ALWAYS_FOLD_TABLE.update(dict(zip(range(0xFFE0, 0xFFE7), "¢£¬¯¦¥₩", strict=True)))
@@ -342,6 +370,9 @@ class Normalizer:
             if stripped != text:
                 events["ansi_removed"] = 1
                 text = stripped
+        if "&" in text and CHAR_REF.search(text):
+            text = decode_char_refs(text)
+            events["char_refs_decoded"] = 1
         ascii_only = text.isascii()
         if p.repair_mojibake and not ascii_only:
             text, fixes = repair_mojibake(text)
@@ -352,6 +383,8 @@ class Normalizer:
             cleaned = CONTROLS_AND_INVISIBLE.sub("", text)
             if len(cleaned) != len(text):
                 events["invisible_removed"] = len(text) - len(cleaned)
+                if "&" in cleaned:  # a removal may have joined a reference: "&#3\x0042;"
+                    cleaned = decode_char_refs(cleaned)
             text = UNICODE_SPACES.sub(" ", cleaned)
         if not ascii_only:
             if p.unicode_form == "NFC" and not unicodedata.is_normalized("NFC", text):

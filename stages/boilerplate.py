@@ -43,7 +43,7 @@ SYMBOL_SEPARATORS = re.compile(r"\s*[|｜丨¦•·»›]\s*|\s+[/>-]\s+")
 NAV_SEPARATORS = re.compile(
     f"\\s*[|｜丨¦•·»›]\\s*|\\s+[/>-]\\s+|[ \\t\\u3000]{{2,}}|\\u3000|(?<=[{CJK}]) (?=[{CJK}])"
 )
-NAV_SEPARATOR_HINT = re.compile(r"[|｜丨¦•·»›]|\s[/>-]\s")
+NAV_SEPARATOR_HINT = re.compile(f"[|｜丨¦•·»›\\u3000]|\\s[/>-]\\s|[ \\t]{{2}}|[{CJK}] [{CJK}]")
 # an item of a menu without a known nav word: words only, at least one letter
 NAV_ITEM = re.compile(r"(?=.*[^\W\d_])[\w &'.]+$")
 

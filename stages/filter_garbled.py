@@ -120,15 +120,15 @@ class FilterGarbled(CleaningFilter):
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: GarbledParams = self.params
-        if scores["bad_char_share"] > p.max_bad_char_share:
-            v = scores["bad_char_share"]
-            return "bad_chars", v, f"bad_char_share {v:.3f} > {p.max_bad_char_share}"
         if scores["mojibake_share"] > p.max_mojibake_share:
             v = scores["mojibake_share"]
             return "mojibake", v, f"mojibake_share {v:.3f} > {p.max_mojibake_share}"
         if scores["gbk_mojibake_share"] > p.max_gbk_mojibake_share:
             v = scores["gbk_mojibake_share"]
             return "mojibake", v, f"gbk_mojibake_share {v:.3f} > {p.max_gbk_mojibake_share}"
+        if scores["bad_char_share"] > p.max_bad_char_share:
+            v = scores["bad_char_share"]
+            return "bad_chars", v, f"bad_char_share {v:.3f} > {p.max_bad_char_share}"
         if scores["han"] >= p.min_han and scores["rare_han_share"] > p.max_rare_han_share:
             v = scores["rare_han_share"]
             return "rare_chars", v, f"rare_han_share {v:.3f} > {p.max_rare_han_share}"

@@ -97,6 +97,7 @@ CELL_TAG = re.compile(r"</?(?:td|th)\b[^>]*>", re.I)
 ANY_TAG = re.compile(r"</?[A-Za-z][^>]*>|<![^>]*>|<\?[^>]*>")
 SPACES_AROUND_NEWLINE = re.compile(r"[ \t\u00a0]*\n[ \t\u00a0]*")
 MANY_NEWLINES = re.compile(r"\n{3,}")
+MANY_SPACES = re.compile(r"  +")
 
 
 def html_to_text(markup: str) -> tuple[str, int]:
@@ -117,6 +118,7 @@ def html_to_text(markup: str) -> tuple[str, int]:
     text = CELL_TAG.sub(" ", text)
     text = ANY_TAG.sub("", text)
     text = html.unescape(text)
+    text = MANY_SPACES.sub(" ", text)
     text = SPACES_AROUND_NEWLINE.sub("\n", text)
     text = MANY_NEWLINES.sub("\n\n", text)
     return text.strip(), removed

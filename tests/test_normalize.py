@@ -106,7 +106,8 @@ def test_mojibake_repairs() -> None:
 
 
 def test_ansi_controls_invisible_and_newlines() -> None:
-    raw = "\x1b[32m《感遇》\x1b[m\r\n作者：张九龄\u200b\ufeff\x07\r\r\n\n\n兰叶春葳蕤，  \u2028桂华秋皎洁。\x85end\t "
+    raw = "\x1b[32m《感遇》\x1b[m\r\n作者：张九龄\u200b\ufeff\x07\r\r\n\n\n"
+    raw += "兰叶春葳蕤，  \u2028桂华秋皎洁。\x85end\t "
     assert normalize_text(raw) == "《感遇》\n作者：张九龄\n\n兰叶春葳蕤，\n桂华秋皎洁。\nend"
 
 

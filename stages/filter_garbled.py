@@ -20,76 +20,45 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import ClassVar
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._chars import HAN, PRIVATE_USE
+from stages._charclass import BAD, HAN_CLASSES, HAN_LEAD, HAN_RARE, HAN_RARE_LEAD, class_counts
 from stages._filter_base import SHARE_EDGES, CleaningFilter, share
 
-BAD_CHARS = re.compile(f"[\ufffd{PRIVATE_USE}\ud800-\udfff]+")
-HAN_RUN = re.compile(f"[{HAN}]+")
+MOJIBAKE_TRIGGERS = ("锟斤拷", "烫烫", "屯屯", "\u00c2", "\u00c3", "\u00e2\u20ac")
 MOJIBAKE_LITERALS = re.compile(
     "(?:锟斤拷|烫烫|屯屯|[\u00c2\u00c3][\u0080-\u00bf]|\u00e2\u20ac[\u0080-\u00bf\u2018-\u201e\u2122]?)+"
 )
 
 
-@lru_cache(maxsize=1)
-def _common_han_run() -> re.Pattern[str]:
-    """Runs of Han characters that GB2312 or Big5 can encode (built once per process)."""
-    common = []
-    for cp in range(0x4E00, 0xA000):
-        c = chr(cp)
-        for codec in ("gb2312", "big5"):
-            try:
-                c.encode(codec)
-            except UnicodeEncodeError:
-                continue
-            common.append(c)
-            break
-    ranges = []
-    start = prev = ord(common[0])
-    for c in common[1:]:
-        cp = ord(c)
-        if cp != prev + 1:
-            ranges.append((start, prev))
-            start = cp
-        prev = cp
-    ranges.append((start, prev))
-    cls = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
-    return re.compile(f"[{cls}]+")
-
-
-@lru_cache(maxsize=1)
-def _utf8_as_gbk_lead() -> re.Pattern[str]:
-    from stages.normalize import _utf8_as_gbk_chars
-
-    return re.compile(f"[{re.escape(_utf8_as_gbk_chars())}]+")
+def garbled_batch_scores(texts: list[str]) -> list[dict[str, float]]:
+    """The scores of the module docstring for each text, from one vectorised pass."""
+    counts = class_counts(texts)
+    han = counts[:, list(HAN_CLASSES)].sum(axis=1)
+    rare = counts[:, HAN_RARE] + counts[:, HAN_RARE_LEAD]
+    lead = counts[:, HAN_LEAD] + counts[:, HAN_RARE_LEAD]
+    out = []
+    for text, h, r, ld, bad in zip(texts, han, rare, lead, counts[:, BAD], strict=True):
+        n = len(text)
+        moji = 0.0
+        if any(t in text for t in MOJIBAKE_TRIGGERS):
+            moji = share(sum(map(len, MOJIBAKE_LITERALS.findall(text))), n)
+        out.append(
+            {
+                "bad_char_share": share(int(bad), n),
+                "rare_han_share": share(int(r), int(h)),
+                "mojibake_share": moji,
+                "gbk_mojibake_share": share(int(ld), int(h)) if h >= 10 else 0.0,
+                "han": int(h),
+            }
+        )
+    return out
 
 
 def garbled_scores(text: str) -> dict[str, float]:
-    n = len(text)
-    if text.isascii():
-        return {
-            "bad_char_share": 0.0,
-            "rare_han_share": 0.0,
-            "mojibake_share": 0.0,
-            "gbk_mojibake_share": 0.0,
-            "han": 0,
-        }
-    bad = sum(map(len, BAD_CHARS.findall(text)))
-    han = sum(map(len, HAN_RUN.findall(text)))
-    common = sum(map(len, _common_han_run().findall(text))) if han else 0
-    moji = share(sum(map(len, MOJIBAKE_LITERALS.findall(text))), n)
-    gbk = share(sum(map(len, _utf8_as_gbk_lead().findall(text))), han) if han >= 10 else 0.0
-    return {
-        "bad_char_share": share(bad, n),
-        "rare_han_share": share(han - common, han),
-        "mojibake_share": moji,
-        "gbk_mojibake_share": gbk,
-        "han": han,
-    }
+    return garbled_batch_scores([text])[0]
 
 
 @dataclass
@@ -117,6 +86,9 @@ class FilterGarbled(CleaningFilter):
 
     def score(self, doc: Document) -> dict[str, float]:
         return garbled_scores(doc.text)
+
+    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
+        return garbled_batch_scores([d.text for d in batch])
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: GarbledParams = self.params

@@ -11,33 +11,48 @@ several characters): keyword lists, SEO spam, concatenated menus and name lists,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._chars import HAN, SENTENCE_PUNCT
-from stages._filter_base import RUN_EDGES, CleaningFilter
+from stages._charclass import HAN_MASK, SPACE, classify, encode_batch, sentence_punct_table
+from stages._filter_base import RUN_EDGES, CleaningFilter, share
 
-PUNCT_SPLIT = re.compile(f"[{re.escape(SENTENCE_PUNCT)}]")
-PUNCT_OR_NEWLINE_SPLIT = re.compile(f"[{re.escape(SENTENCE_PUNCT)}\\n]")
-SPACES = re.compile(r"\s+")
-HAN_RUN = re.compile(f"[{HAN}]+")
+
+def punctuation_batch_scores(texts: list[str], newline_breaks: bool = False) -> list[dict[str, float]]:
+    """max_unpunctuated (non-space characters of the longest stretch without sentence punctuation)
+    and han_share (Han / non-space characters) of each text, vectorised over the batch."""
+    if not texts:
+        return []
+    cps, starts = encode_batch(texts)
+    cls = classify(cps)
+    nonspace = cls != SPACE
+    breaks = sentence_punct_table()[np.minimum(cps, 0xFFFF)] & (cps <= 0xFFFF)
+    if newline_breaks:
+        breaks |= cps == 10
+    breaks[starts[1:] - 1] = True  # the "\n" after each text ends its last stretch
+    cum = np.concatenate([[0], np.cumsum(nonspace)])
+    pos = np.flatnonzero(breaks)
+    prev = np.concatenate([[-1], pos[:-1]])
+    seg = cum[pos] - cum[prev + 1]
+    doc = np.searchsorted(starts, pos, side="right") - 1
+    first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]]))
+    longest = np.maximum.reduceat(seg, first)
+    doc_nonspace = np.add.reduceat(nonspace, starts[:-1])
+    han = HAN_MASK[cls]
+    doc_han = np.add.reduceat(han, starts[:-1])
+    return [
+        {"max_unpunctuated": int(m), "han_share": share(int(h), int(n))}
+        for m, h, n in zip(longest, doc_han, doc_nonspace, strict=True)
+    ]
 
 
 def max_unpunctuated(text: str, newline_breaks: bool = False) -> int:
     """Length in non-space characters of the longest stretch without sentence punctuation."""
-    splitter = PUNCT_OR_NEWLINE_SPLIT if newline_breaks else PUNCT_SPLIT
-    longest = max(splitter.split(text), key=len, default="")
-    if len(longest) <= 8 or not (" " in longest or "\n" in longest or "\t" in longest):
-        return len(longest)
-    # spaces do not count; the longest raw piece may shrink below another one, so recheck them
-    best = 0
-    for piece in splitter.split(text):
-        if len(piece) > best:
-            best = max(best, len(piece) - sum(map(len, SPACES.findall(piece))))
-    return best
+    return int(punctuation_batch_scores([text], newline_breaks)[0]["max_unpunctuated"])
 
 
 @dataclass
@@ -62,12 +77,10 @@ class FilterPunctuation(CleaningFilter):
     score_edges: ClassVar[dict[str, list[float]]] = {"max_unpunctuated": RUN_EDGES}
 
     def score(self, doc: Document) -> dict[str, float]:
-        text = doc.text
-        han = 0.0
-        if not text.isascii():
-            nonspace = len(text) - sum(map(len, SPACES.findall(text)))
-            han = sum(map(len, HAN_RUN.findall(text))) / nonspace if nonspace else 0.0
-        return {"max_unpunctuated": max_unpunctuated(text, self.params.newline_breaks), "han_share": han}
+        return punctuation_batch_scores([doc.text], self.params.newline_breaks)[0]
+
+    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
+        return punctuation_batch_scores([d.text for d in batch], self.params.newline_breaks)
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: PunctuationParams = self.params

@@ -23,7 +23,6 @@ Drops: ``repeated_lines``, ``repeated_paragraphs``, ``repeated_ngrams`` (top or 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -31,20 +30,16 @@ import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._chars import HAN, KANA_HANGUL
+from stages._charclass import ALNUM, HAN_MASK, classify, encode_batch
 from stages._filter_base import SHARE_EDGES, CleaningFilter
 
-HAN_RUN = re.compile(f"[{HAN}]+")
-UNIT = re.compile(f"[{HAN}{KANA_HANGUL}]|[^\\W_{HAN}{KANA_HANGUL}]+")
 TOP_NS = (2, 3, 4)
 LINE_KEYS = ("dup_line_share", "dup_line_char_share", "dup_para_share", "dup_para_char_share")
 DUP_N = 10
-_MULT = np.array(
-    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD]
-    + [0xC4CEB9FE1A85EC53 + 2 * i for i in range(DUP_N)],
-    dtype=np.uint64,
-)
+_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
 DOC_BITS = 20  # documents per batch < 2**20
+_HASH_MUL = 0x100000001B3  # odd, so it has an inverse modulo 2**64
+_HASH_INV = pow(_HASH_MUL, -1, 2**64)
 
 
 def _dup_shares(pieces: list[str]) -> tuple[float, float]:
@@ -76,56 +71,82 @@ def line_scores(text: str) -> dict[str, float]:
     }
 
 
+def _units(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(unit ids uint64, unit lengths, unit text index, unit is Han) for a batch, vectorised.
+    A Han/kana/hangul character is one unit (id: its code point); a run of other letters and
+    digits is one unit (id: a polynomial hash of its code points, top bit set)."""
+    cps, starts = encode_batch(texts)
+    cls = classify(cps)
+    han = HAN_MASK[cls]
+    kana = (
+        ((cps >= 0x3040) & (cps <= 0x31FF))
+        | ((cps >= 0xAC00) & (cps <= 0xD7AF))
+        | ((cps >= 0x1100) & (cps <= 0x11FF))
+    )
+    single = han | kana
+    word = (cls == ALNUM) & ~kana
+    prev_word = np.concatenate([[False], word[:-1]])
+    next_word = np.concatenate([word[1:], [False]])
+    run_start = np.flatnonzero(word & ~prev_word)
+    run_end = np.flatnonzero(word & ~next_word) + 1
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.full(len(cps), _HASH_MUL, dtype=np.uint64))  # M^1 .. M^n mod 2^64
+        inverse = np.cumprod(np.full(len(cps), _HASH_INV, dtype=np.uint64))  # M^-1 .. M^-n
+        prefix = np.concatenate([[np.uint64(0)], np.cumsum(cps.astype(np.uint64) * powers)])
+        word_ids = ((prefix[run_end] - prefix[run_start]) * inverse[run_start]) | np.uint64(1 << 63)
+    single_pos = np.flatnonzero(single)
+    pos = np.concatenate([single_pos, run_start])
+    order = np.argsort(pos, kind="stable")
+    ids = np.concatenate([cps[single_pos].astype(np.uint64), word_ids])[order]
+    lens = np.concatenate([np.ones(len(single_pos), dtype=np.int64), run_end - run_start])[order]
+    is_han = np.concatenate([han[single_pos], np.zeros(len(run_start), dtype=bool)])[order]
+    doc = np.searchsorted(starts, pos[order], side="right") - 1
+    return ids, lens, doc, is_han
+
+
 def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
-    """top_{2,3,4}gram and dup_10gram for each text (zeros below ``min_units`` units)."""
+    """top_{2,3,4}gram, dup_10gram and han_units for each text (zeros below ``min_units`` units)."""
     zero = {**{f"top_{n}gram": 0.0 for n in TOP_NS}, f"dup_{DUP_N}gram": 0.0, "han_units": 0.0}
     results = [dict(zero) for _ in texts]
-    units: list[str] = []
-    owners: list[int] = []
-    counts: list[int] = []
-    for i, text in enumerate(texts):
-        if len(text) < min_units:
-            continue
-        toks = UNIT.findall(text)
-        if len(toks) >= min_units:
-            if not text.isascii():
-                results[i]["han_units"] = sum(map(len, HAN_RUN.findall(text))) / len(toks)
-            units.extend(toks)
-            owners.append(i)
-            counts.append(len(toks))
-    if not units:
+    candidates = [i for i, t in enumerate(texts) if len(t) >= min_units]
+    if not candidates:
         return results
-    vocab = {t: k for k, t in enumerate(dict.fromkeys(units))}
-    ids = np.fromiter(map(vocab.__getitem__, units), dtype=np.uint64, count=len(units))
-    lens = np.fromiter(map(len, units), dtype=np.int64, count=len(units))
+    ids, lens, doc, is_han = _units([texts[i] for i in candidates])
+    per_doc = np.bincount(doc, minlength=len(candidates))
+    keep_doc = per_doc >= min_units
+    if not keep_doc.any():
+        return results
+    keep = keep_doc[doc]
+    ids, lens, doc, is_han = ids[keep], lens[keep], doc[keep], is_han[keep]
+    owners = [candidates[i] for i in np.flatnonzero(keep_doc)]
     ndocs = len(owners)
-    doc = np.repeat(np.arange(ndocs, dtype=np.int64), counts)
+    doc = np.cumsum(keep_doc)[doc] - 1  # compact text index 0..ndocs-1
+    han_units = np.bincount(doc, weights=is_han, minlength=ndocs) / per_doc[keep_doc]
     total_chars = np.bincount(doc, weights=lens, minlength=ndocs)
     csum = np.concatenate([[0], np.cumsum(lens)])
     out_top = {n: np.zeros(ndocs) for n in TOP_NS}
     dup_cover = np.zeros(ndocs)
     with np.errstate(over="ignore"):
+        mixed = ids * _MIX + np.uint64(0x9E3779B97F4A7C15)  # spread small ids (code points)
+        powers = np.cumprod(np.full(len(ids), _HASH_MUL, dtype=np.uint64))
+        inv_pow = np.concatenate([[np.uint64(1)], np.cumprod(np.full(len(ids), _HASH_INV, dtype=np.uint64))])
+        prefix = np.concatenate([[np.uint64(0)], np.cumsum(mixed * powers)])
         for n in (*TOP_NS, DUP_N):
             m = len(ids) - n + 1
             if m <= 0:
                 continue
-            g = ids[:m] * _MULT[0]
-            for j in range(1, n):
-                g = g + ids[j : j + m] * _MULT[j]
-            valid = doc[:m] == doc[n - 1 : n - 1 + m]
-            pos = np.flatnonzero(valid)
+            g = (prefix[n : n + m] - prefix[:m]) * inv_pow[:m]  # hash of units i .. i+n-1
+            pos = np.flatnonzero(doc[:m] == doc[n - 1 : n - 1 + m])
             key = (doc[pos].astype(np.uint64) << np.uint64(64 - DOC_BITS)) | (g[pos] >> np.uint64(DOC_BITS))
             order = np.argsort(key)
             skey = key[order]
             starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
             run_len = np.diff(np.concatenate([starts, [len(skey)]]))
             if n == DUP_N:
-                rep = np.repeat(run_len, run_len) >= 2
-                first_pos = pos[order[rep]]
-                delta = np.zeros(len(ids) + 1, dtype=np.int64)
-                np.add.at(delta, first_pos, 1)
-                np.add.at(delta, first_pos + n, -1)
-                covered = np.cumsum(delta[:-1]) > 0
+                first_pos = pos[order[np.repeat(run_len, run_len) >= 2]]
+                size = len(ids) + n
+                delta = np.bincount(first_pos, minlength=size) - np.bincount(first_pos + n, minlength=size)
+                covered = np.cumsum(delta)[: len(ids)] > 0
                 dup_cover = np.bincount(doc[covered], weights=lens[covered], minlength=ndocs)
                 continue
             many = run_len >= 2
@@ -139,6 +160,7 @@ def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
     for k, i in enumerate(owners):
         tc = total_chars[k]
         r = results[i]
+        r["han_units"] = float(han_units[k])
         for n in TOP_NS:
             r[f"top_{n}gram"] = float(out_top[n][k] / tc) if tc else 0.0
         r[f"dup_{DUP_N}gram"] = float(dup_cover[k] / tc) if tc else 0.0

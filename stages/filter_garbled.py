@@ -7,11 +7,12 @@ Scores:
   included, stays low; text decoded with the wrong codec (UTF-8 read as GBK gives 鍙戦€佷簡...)
   and random byte soup score high. Only judged from ``min_han`` Han characters on.
 - ``mojibake_share``: characters inside typical mojibake sequences that normalize could not
-  repair (锟斤拷, 烫烫, 屯屯, Ã/Â/â€ pairs) / characters.
+  repair (锟斤拷, 烫烫烫烫, 屯屯屯屯, Ã/Â/â€ pairs) / characters.
 - ``gbk_mojibake_share``: from 10 Han characters on, characters that UTF-8 read as GBK starts a
   character with (GBK pairs E4-EF + 80-BF: 鍙 鎴 浜 ...) / Han characters. Measured: People's
   Daily, reviews and fortunes 99.99th percentile 0.10, classical poetry (100k poems) 0.17, at
-  most 0.24; mojibake about 0.35-0.4.
+  most 0.24; mojibake about 0.35-0.4. Counted only when at least 5 different such characters
+  occur (a refrain of 恁恁恁 is not mojibake).
 
 Drops: ``bad_chars``, ``rare_chars``, ``mojibake``, each above its threshold.
 """
@@ -22,23 +23,46 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import BAD, HAN_CLASSES, HAN_LEAD, HAN_RARE, HAN_RARE_LEAD, class_counts
+from stages._charclass import (
+    BAD,
+    CLASSES,
+    HAN_CLASSES,
+    HAN_LEAD,
+    HAN_RARE,
+    HAN_RARE_LEAD,
+    classify,
+    doc_index,
+    encode_batch,
+)
 from stages._filter_base import SHARE_EDGES, CleaningFilter, share
 
-MOJIBAKE_TRIGGERS = ("锟斤拷", "烫烫", "屯屯", "\u00c2", "\u00c3", "\u00e2\u20ac")
+MIN_DISTINCT_LEADS = 5
+MOJIBAKE_TRIGGERS = ("锟斤拷", "烫烫烫烫", "屯屯屯屯", "\u00c2", "\u00c3", "\u00e2\u20ac")
 MOJIBAKE_LITERALS = re.compile(
-    "(?:锟斤拷|烫烫|屯屯|[\u00c2\u00c3][\u0080-\u00bf]|\u00e2\u20ac[\u0080-\u00bf\u2018-\u201e\u2122]?)+"
+    "(?:锟斤拷|烫烫烫烫+|屯屯屯屯+|[\u00c2\u00c3][\u0080-\u00bf]|\u00e2\u20ac[\u0080-\u00bf\u2018-\u201e\u2122]?)+"
 )
 
 
 def garbled_batch_scores(texts: list[str]) -> list[dict[str, float]]:
     """The scores of the module docstring for each text, from one vectorised pass."""
-    counts = class_counts(texts)
+    if not texts:
+        return []
+    cps, starts = encode_batch(texts)
+    cls = classify(cps)
+    doc = doc_index(starts, len(cps))
+    ncls = len(CLASSES)
+    counts = np.bincount(doc * ncls + cls, minlength=len(texts) * ncls).reshape(len(texts), ncls)
     han = counts[:, list(HAN_CLASSES)].sum(axis=1)
     rare = counts[:, HAN_RARE] + counts[:, HAN_RARE_LEAD]
     lead = counts[:, HAN_LEAD] + counts[:, HAN_RARE_LEAD]
+    at = np.flatnonzero((cls == HAN_LEAD) | (cls == HAN_RARE_LEAD))
+    distinct = np.unique(doc[at].astype(np.int64) << 21 | cps[at].astype(np.int64)) >> 21
+    distinct_leads = np.bincount(distinct, minlength=len(texts))
+    lead = np.where(distinct_leads >= MIN_DISTINCT_LEADS, lead, 0)  # 恁恁恁 is a refrain, not mojibake
     out = []
     for text, h, r, ld, bad in zip(texts, han, rare, lead, counts[:, BAD], strict=True):
         n = len(text)
@@ -63,11 +87,11 @@ def garbled_scores(text: str) -> dict[str, float]:
 
 @dataclass
 class GarbledParams:
-    max_bad_char_share: float = param(0.02, help="U+FFFD / private-use share above this -> bad_chars")
+    max_bad_char_share: float = param(0.05, help="U+FFFD / private-use share above this -> bad_chars")
     max_rare_han_share: float = param(0.25, help="share of Han outside GB2312+Big5 above this -> rare_chars")
     min_han: int = param(20, help="rare_han_share is judged from this many Han characters on")
     max_mojibake_share: float = param(0.02, help="share of characters in mojibake sequences -> mojibake")
-    max_gbk_mojibake_share: float = param(0.28, help="share of UTF-8-as-GBK lead characters -> mojibake")
+    max_gbk_mojibake_share: float = param(0.3, help="share of UTF-8-as-GBK lead characters -> mojibake")
     keep_scores: bool = param(False, help="store the scores in doc.meta['scores']")
 
 

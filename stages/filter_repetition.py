@@ -4,8 +4,9 @@ Units: every Han, kana or hangul character is one unit; a run of other letters a
 Latin word, a number) is one unit. Characters of a unit: its length.
 
 Scores (all shares in [0, 1]):
-- ``dup_line_share`` / ``dup_line_char_share``: non-empty lines that repeat an earlier line of
-  the document, by count and by characters.
+- ``dup_line_share`` / ``dup_line_char_share``: lines (of at least ``min_line_chars``
+  characters) that repeat an earlier line of the document, by count and by characters. Shorter
+  lines are ignored: a ci poem repeats 长相思。 by design.
 - ``dup_para_share`` / ``dup_para_char_share``: the same for paragraphs (separated by a blank line).
 - ``top_2gram``, ``top_3gram``, ``top_4gram``: characters covered by the most frequent unit
   n-gram (counted at every occurrence, only when it occurs at least twice) / characters of all
@@ -58,8 +59,9 @@ def _dup_shares(pieces: list[str]) -> tuple[float, float]:
     return dup / len(pieces), (dup_chars / total_chars if total_chars else 0.0)
 
 
-def line_scores(text: str) -> dict[str, float]:
-    lines = [s for s in (line.strip() for line in text.split("\n")) if s]
+def line_scores(text: str, min_line_chars: int = 5) -> dict[str, float]:
+    """Duplicate line and paragraph shares; lines shorter than ``min_line_chars`` are ignored."""
+    lines = [s for s in (line.strip() for line in text.split("\n")) if len(s) >= min_line_chars]
     paras = [s for s in (p.strip() for p in text.split("\n\n")) if s]
     dl, dlc = _dup_shares(lines)
     dp, dpc = _dup_shares(paras) if len(paras) > 1 else (0.0, 0.0)
@@ -178,12 +180,13 @@ class RepetitionParams:
     max_top_4gram: float = param(0.16, help="coverage of the most frequent 4-gram -> repeated_ngrams")
     max_dup_10gram: float = param(0.5, help="coverage of repeated 10-grams -> repeated_ngrams")
     chinese_at: float = param(0.5, help="documents with this share of Han units use the *_zh limits")
-    max_top_2gram_zh: float = param(0.25, help="Chinese documents: top character 2-gram coverage")
-    max_top_3gram_zh: float = param(0.25, help="Chinese documents: top character 3-gram coverage")
-    max_top_4gram_zh: float = param(0.25, help="Chinese documents: top character 4-gram coverage")
-    max_dup_10gram_zh: float = param(0.5, help="Chinese documents: repeated character 10-grams")
+    max_top_2gram_zh: float = param(0.4, help="Chinese documents: top character 2-gram coverage")
+    max_top_3gram_zh: float = param(0.4, help="Chinese documents: top character 3-gram coverage")
+    max_top_4gram_zh: float = param(0.4, help="Chinese documents: top character 4-gram coverage")
+    max_dup_10gram_zh: float = param(0.7, help="Chinese documents: repeated character 10-grams")
     min_units: int = param(50, help="n-gram scores only for documents of at least this many units")
     min_lines: int = param(5, help="line scores only for documents of at least this many lines")
+    min_line_chars: int = param(5, help="shorter lines (refrains like 长相思。, '>' quote marks) are ignored")
     keep_scores: bool = param(False, help="store the scores in doc.meta['scores']")
 
 
@@ -212,7 +215,7 @@ class FilterRepetition(CleaningFilter):
         out = []
         for doc, g in zip(batch, grams, strict=True):
             if doc.text.count("\n") + 1 >= self.params.min_lines:  # cheap bound on non-empty lines
-                g.update(line_scores(doc.text))
+                g.update(line_scores(doc.text, self.params.min_line_chars))
             else:
                 g.update(dict.fromkeys(LINE_KEYS, 0.0))
             out.append(g)

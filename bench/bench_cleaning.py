@@ -135,7 +135,7 @@ def drop_table(paths: list[str], recipe_name: str) -> None:
         with open_text(path) as f:
             for i, line in enumerate(f):
                 obj = json.loads(line)
-                group = group_of(str(obj.get("source", "")), Path(path).name)
+                group = f"{group_of(str(obj.get('source', '')), '')}|{Path(path).name}"
                 docs_per_group[group] += 1
                 batch.append(Document(id=str(i), text=obj["text"], meta={"group": group}))
                 if len(batch) >= BATCH:
@@ -145,7 +145,12 @@ def drop_table(paths: list[str], recipe_name: str) -> None:
             run(batch)
     groups = sorted(docs_per_group)
     reasons = sorted({r for _, r in drops})
-    print("| stage/reason | " + " | ".join(groups) + " |")
+    names = [g.split("|")[0] for g in groups]
+    labels = [
+        f"{n} ({g.split('|')[1].split('.')[0]})" if not n or names.count(n) > 1 else n
+        for n, g in zip(names, groups, strict=True)
+    ]
+    print("| stage/reason | " + " | ".join(labels) + " |")
     print("|---|" + "---:|" * len(groups))
     print("| documents | " + " | ".join(f"{docs_per_group[g]:,}" for g in groups) + " |")
     for reason in reasons:

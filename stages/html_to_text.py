@@ -28,7 +28,8 @@ from typing import Literal
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
 
-HEADER_LINE = re.compile(r"[A-Za-z][A-Za-z0-9-]*:")
+HEADER_LINE = re.compile(r"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'; then ':'
+MALFORMED_HEADER_LINES = 2  # tolerated inside a header block (">Received: ..." from broken relays)
 KNOWN_HEADERS = {
     "from",
     "to",
@@ -47,12 +48,11 @@ KNOWN_HEADERS = {
 def looks_like_email(text: str) -> bool:
     """True when ``text`` starts with an RFC 822 header block holding a well-known header."""
     head = text[:4096].lstrip("\n")
-    lines = head.split("\n", 40)
+    lines = head.split("\n")[:-1]  # the last piece may be cut at 4096 characters
     if lines and lines[0].startswith("From "):
         lines = lines[1:]
-    known = 0
-    headers = 0
-    for line in lines[:40]:
+    known = headers = malformed = 0
+    for line in lines[:80]:
         line = line.rstrip("\r")
         if not line:
             break
@@ -62,7 +62,10 @@ def looks_like_email(text: str) -> bool:
             continue
         m = HEADER_LINE.match(line)
         if m is None:
-            return False
+            malformed += 1
+            if malformed > MALFORMED_HEADER_LINES or headers == 0:
+                return False
+            continue
         headers += 1
         known += line[: m.end() - 1].lower() in KNOWN_HEADERS
     return headers >= 2 and known >= 1

@@ -31,6 +31,7 @@ SCRIPT = re.compile(
     re.I | re.S,
 )
 # armored blocks, except the header of a clear-signed message (its text is content)
+SCRIPT_HINTS = ("<script", "<style", "<iframe", "<object", "<embed", "javascript:")
 KEY_BLOCK = re.compile(
     r"-----BEGIN ((?!PGP SIGNED MESSAGE)[A-Z0-9 ]+)-----.*?(?:-----END \1-----|\Z)"
     r"|-----BEGIN PGP SIGNED MESSAGE-----\n(?:Hash: [^\n]*\n)?",
@@ -80,6 +81,7 @@ SHELL_HINTS = (
     "iwr",
 )
 LONG_TOKEN = re.compile(r"[!-~]{40}")
+BASE64_LINE_HINT = re.compile(r"\n[A-Za-z0-9+/]{40}")
 BASE64_LINE = r"[A-Za-z0-9+/]{40,}={0,2}"
 
 
@@ -111,8 +113,9 @@ class HostileContent(MapStage):
         super().__init__(params)
         n = params.min_base64_chars
         lines = rf"(?:^{BASE64_LINE}[ \t]*\n){{2,}}(?:^[A-Za-z0-9+/]*={{0,2}}[ \t]*$)?"
-        self.base64 = re.compile(rf"{lines}|[A-Za-z0-9+/]{{{n},}}={{0,2}}", re.M)
-        self.hex = re.compile(rf"\b(?:0x)?[0-9A-Fa-f]{{{params.min_hex_chars},}}\b")
+        self.base64_lines = re.compile(lines, re.M)
+        self.base64 = re.compile(rf"[A-Za-z0-9+/]{{{n},}}={{0,2}}")
+        self.hex = re.compile(rf"[0-9A-Fa-fx]{{{params.min_hex_chars},}}(?![0-9A-Za-z])")
         self._min_b64 = n
 
     def clean(self, text: str, removed: dict[str, int]) -> str:
@@ -126,7 +129,7 @@ class HostileContent(MapStage):
 
             return f
 
-        if p.remove_scripts and ("<" in text or "javascript:" in text.lower()):
+        if p.remove_scripts and ("<" in text or ":" in text) and any(t in text.lower() for t in SCRIPT_HINTS):
             text = SCRIPT.sub(counted("script", " "), text)
         if p.remove_blobs:
             if "-----BEGIN " in text:
@@ -140,15 +143,22 @@ class HostileContent(MapStage):
                 return "\n" if s.endswith("\n") else ""
 
             if LONG_TOKEN.search(text):
+                if BASE64_LINE_HINT.search(text):
+                    text = self.base64_lines.sub(blob, text)
                 text = self.base64.sub(blob, text)
                 text = self.hex.sub(counted("hex"), text)
             if "\\x" in text or "0x" in text:
                 text = HEX_ESCAPES.sub(counted("hex"), text)
-        if p.remove_shell and any(k in text for k in SHELL_HINTS) and SHELL_PAYLOAD.search(text):
+        if p.remove_shell and any(k in text for k in SHELL_HINTS):
             lines = text.split("\n")
-            kept = [line for line in lines if not SHELL_PAYLOAD.search(line)]
-            removed["shell"] = removed.get("shell", 0) + len(lines) - len(kept)
-            text = "\n".join(kept)
+            kept = [
+                line
+                for line in lines
+                if not (any(k in line for k in SHELL_HINTS) and SHELL_PAYLOAD.search(line))
+            ]
+            if len(kept) != len(lines):
+                removed["shell"] = removed.get("shell", 0) + len(lines) - len(kept)
+                text = "\n".join(kept)
         return text
 
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:

@@ -170,8 +170,12 @@ class HtmlToText(MapStage):
 
     def _email(self, text: str, counts: dict[str, int]) -> str:
         import email
+        from email.parser import HeaderParser
 
-        msg = email.message_from_string(text)
+        # headers only first (the body stays one string); only multiparts need the full parser
+        msg = HeaderParser().parsestr(text)
+        if msg.get_content_maintype() == "multipart" or msg.get_content_type() == "message/rfc822":
+            msg = email.message_from_string(text)
         lines = []
         for name in self.params.keep_headers:
             value = msg.get(name)

@@ -94,3 +94,14 @@ def test_mail_without_text_dropped() -> None:
     )
     results, _ = run_stage("html_to_text", [mail])
     assert results[0].reason == "no_text"  # type: ignore[union-attr]
+
+
+def test_single_part_quoted_printable_and_big5() -> None:
+    qp = (
+        "From: a@example.com\nSubject: hi\nContent-Type: text/plain; charset=utf-8\n"
+        "Content-Transfer-Encoding: quoted-printable\n\ncaf=C3=A9 =E4=BD=A0=E5=A5=BD\n"
+    )
+    assert kept_text("html_to_text", qp) == "Subject: hi\n\ncafé 你好"
+    big5_as_latin1 = "中文郵件".encode("big5").decode("latin-1")
+    mail = f"From: a@example.com\nSubject: x\nContent-Type: text/plain; charset=big5\n\n{big5_as_latin1}\n"
+    assert kept_text("html_to_text", mail) == "Subject: x\n\n中文郵件"

@@ -55,9 +55,11 @@ def cleaning_stages(recipe_name: str) -> list[tuple[str, Any]]:
     return [(s.label, s.build()) for s in recipe.stages[:stop]]
 
 
-def clean_share(path: str, recipe_name: str, share: int, shares: int) -> tuple[float, int, dict[str, float]]:
+def clean_share(
+    path: str, recipe_name: str, share: int, shares: int
+) -> tuple[float, int, dict[str, float], float]:
     """Read ``path``, clean every ``shares``-th document starting at ``share``.
-    Returns (seconds, text bytes in, per-stage seconds)."""
+    Returns (wall seconds, text bytes in, per-stage seconds, CPU seconds of this process)."""
     from dataprep.document import Document, Drop
     from dataprep.stage import StageContext
     from dataprep.stats import StageStats
@@ -69,6 +71,7 @@ def clean_share(path: str, recipe_name: str, share: int, shares: int) -> tuple[f
     per_stage = {label: 0.0 for label, _ in stages}
     nbytes = 0
     start = time.perf_counter()
+    cpu_start = time.process_time()
 
     def run(batch: list[Document]) -> None:
         for (label, st), ctx in zip(stages, contexts, strict=True):
@@ -91,7 +94,7 @@ def clean_share(path: str, recipe_name: str, share: int, shares: int) -> tuple[f
                 batch = []
     if batch:
         run(batch)
-    return time.perf_counter() - start, nbytes, per_stage
+    return time.perf_counter() - start, nbytes, per_stage, time.process_time() - cpu_start
 
 
 GROUPS = (  # substring of the "source" field -> group name in the drop table
@@ -164,7 +167,8 @@ def drop_table(paths: list[str], recipe_name: str) -> None:
     )
 
 
-def chain(path: str, recipe_name: str, workers: int) -> tuple[float, int, dict[str, float]]:
+def chain(path: str, recipe_name: str, workers: int) -> tuple[float, int, dict[str, float], float]:
+    """(wall seconds, text bytes, per-stage seconds of 1 worker, CPU seconds of all workers)."""
     if workers == 1:
         return clean_share(path, recipe_name, 0, 1)
     start = time.perf_counter()
@@ -175,7 +179,7 @@ def chain(path: str, recipe_name: str, workers: int) -> tuple[float, int, dict[s
             )
         )
     seconds = time.perf_counter() - start
-    return seconds, sum(p[1] for p in parts), {}
+    return seconds, sum(p[1] for p in parts), {}, sum(p[3] for p in parts)
 
 
 def main() -> None:
@@ -196,6 +200,7 @@ def main() -> None:
         f"cleaning chain of recipe {args.recipe!r}: "
         + " -> ".join(lbl for lbl, _ in cleaning_stages(args.recipe))
     )
+    print(f"load average before the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     for path in corpora:
         runs = [bare_loop(path) for _ in range(args.repeat)]
         bare_s = statistics.median(r[0] for r in runs)
@@ -206,9 +211,13 @@ def main() -> None:
         for w in args.workers:
             results = [chain(path, args.recipe, w) for _ in range(args.repeat)]
             seconds = statistics.median(r[0] for r in results)
+            cpu = statistics.median(r[3] for r in results)
             rate = mb / seconds
             label = f"cleaning, {w} worker{'s' if w > 1 else ''}"
-            print(f"  {label:26s}{rate:8.2f} MB/s  ratio to bare {rate / bare:.3f}")
+            print(
+                f"  {label:26s}{rate:8.2f} MB/s  ratio to bare {rate / bare:.3f}"
+                f"   ({mb / cpu:.2f} MB per CPU-second)"
+            )
             if w == 1:
                 stages = results[0][2]
                 total = sum(stages.values())

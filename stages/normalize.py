@@ -6,8 +6,10 @@ Steps, in order (each is skipped when a cheap check shows it has nothing to do):
 1. ANSI escape sequences (CSI ``ESC [ ... final``, OSC ``ESC ] ... BEL``, two-byte ``ESC x``) removed.
 2. Mojibake repair (``repair_mojibake``): UTF-8 read as Latin-1/cp1252 ("cafÃ©", "â€œ") is fixed
    with ftfy's ``fix_encoding`` (only ftfy's encoding fixer: no width, quote or NFKC changes);
-   UTF-8 read as GBK ("浣犲ソ" -> "你好") and GBK read as Latin-1 ("ÄãºÃ" -> "你好") are reversed
-   when the re-decoding is strict-valid. Nothing else is touched.
+   UTF-8 read as GBK ("浣犲ソ" -> "你好") is reversed when the re-decoding is strictly valid UTF-8;
+   a line of GBK or Big5 read as Latin-1 ("ÄãºÃ" -> "你好") is decoded again with the codec that
+   decodes the whole line strictly into mostly frequent Han characters (GB2312/Big5 level 1).
+   Nothing else is touched.
    HTML character references left in plain text are decoded: numeric ones (&#183; &#x4E2D;,
    except &#38; which would create new references) and &nbsp; &lt; &gt; &quot; &apos;.
 3. Newlines: \\r\\n, \\r, U+2028, U+2029, U+0085, \\v and \\f become \\n.
@@ -124,28 +126,59 @@ def _fix_utf8_read_as_gbk(text: str) -> tuple[str, int]:
     return _utf8_as_gbk_re().sub(repl, text), fixed
 
 
-def _fix_gbk_read_as_latin1(text: str) -> tuple[str, int]:
+@lru_cache(maxsize=1)
+def _frequent_han() -> frozenset[str]:
+    """GB2312 level 1 (3,755 frequent Simplified) and Big5 level 1 (5,401 frequent Traditional)."""
+    chars = set()
+    for lead in range(0xB0, 0xD8):
+        for trail in range(0xA1, 0xFF):
+            with contextlib.suppress(UnicodeDecodeError):
+                chars.add(bytes([lead, trail]).decode("gb2312"))
+    for lead in range(0xA4, 0xC7):
+        for trail in [*range(0x40, 0x7F), *range(0xA1, 0xFF)]:
+            with contextlib.suppress(UnicodeDecodeError):
+                chars.add(bytes([lead, trail]).decode("big5"))
+    return frozenset(chars)
+
+
+def _fix_cjk_read_as_latin1(text: str) -> tuple[str, int]:
+    """Lines of GBK or Big5 text that were decoded as Latin-1 ("ÄãºÃ" -> "你好"), decoded again
+    with whichever codec decodes the whole line strictly into mostly frequent Han characters."""
+    frequent = _frequent_han()
+    lines = text.split("\n")
     fixed = 0
-
-    def repl(m: re.Match[str]) -> str:
-        nonlocal fixed
-        run = m.group()
+    for i, line in enumerate(lines):
+        if not GBK_AS_LATIN1.search(line):
+            continue
         try:
-            out = run.encode("latin-1").decode("gbk")
-        except UnicodeError:
-            return run
-        if not all(HAN_RE.match(c) or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef" for c in out):
-            return run
-        fixed += 1
-        return out
-
-    return GBK_AS_LATIN1.sub(repl, text), fixed
+            raw = line.encode("latin-1")
+        except UnicodeEncodeError:
+            continue
+        best, best_share = None, 0.6
+        for codec in ("gbk", "big5"):
+            try:
+                out = raw.decode(codec)
+            except UnicodeDecodeError:
+                continue
+            han = HAN_RE.findall(out)
+            if len(han) < 2 or any("\ue000" <= c <= "\uf8ff" for c in out):
+                continue
+            share = sum(c in frequent for c in han) / len(han)
+            if share > best_share:
+                best, best_share = out, share
+        if best is not None:
+            lines[i] = best
+            fixed += 1
+    return ("\n".join(lines), fixed) if fixed else (text, 0)
 
 
 def repair_mojibake(text: str) -> tuple[str, int]:
     """(repaired text, number of repairs). Only recognisable mojibake is changed."""
     fixes = 0
     if LATIN1_HIGH.search(text):
+        if GBK_AS_LATIN1.search(text):
+            text, n = _fix_cjk_read_as_latin1(text)
+            fixes += n
         if LATIN_MOJIBAKE.search(text):
             import ftfy
 
@@ -153,9 +186,6 @@ def repair_mojibake(text: str) -> tuple[str, int]:
             if repaired != text:
                 fixes += 1
                 text = repaired
-        if GBK_AS_LATIN1.search(text):
-            text, n = _fix_gbk_read_as_latin1(text)
-            fixes += n
     if not text.isascii() and _utf8_as_gbk_re().search(text):
         text, n = _fix_utf8_read_as_gbk(text)
         fixes += n

@@ -101,7 +101,10 @@ def test_mojibake_repairs() -> None:
     assert repair_mojibake("你好世界".encode().decode("gbk"))[0] == "你好世界"  # UTF-8 read as GBK
     assert repair_mojibake("你好世界".encode("gbk").decode("latin-1"))[0] == "你好世界"
     assert repair_mojibake("cafÃ© â€œquotedâ€\x9d")[0] == "café “quoted”"
-    for fine in ["浣溪沙 张孝祥", "Ärger über Öl", "秦川雄帝宅，函谷壯皇居。"]:
+    # lines of real spam mails (SpamAssassin corpus): GBK and Big5 read as Latin-1
+    assert repair_mojibake("ÖÐÉ½ÊÐÅ·ÍþÕÕÃ÷Æ÷²Ä³§\n¹«Ë¾¼ò½é£º")[0] == "中山市欧威照明器材厂\n公司简介："
+    assert repair_mojibake("¶ñ¼g¤¤¤å¥þ¦W¡A¤Å¶ñ¼g¼ÊºÙ")[0] == "填寫中文全名，勿填寫暱稱"
+    for fine in ["浣溪沙 张孝祥", "Ärger über Öl", "秦川雄帝宅，函谷壯皇居。", "Communiqué", "ÀÉÈ é à"]:
         assert repair_mojibake(fine)[0] == fine
 
 

@@ -115,7 +115,7 @@ class HostileContent(MapStage):
         lines = rf"(?:^{BASE64_LINE}[ \t]*\n){{2,}}(?:^[A-Za-z0-9+/]*={{0,2}}[ \t]*$)?"
         self.base64_lines = re.compile(lines, re.M)
         self.base64 = re.compile(rf"[A-Za-z0-9+/]{{{n},}}={{0,2}}")
-        self.hex = re.compile(rf"[0-9A-Fa-fx]{{{params.min_hex_chars},}}(?![0-9A-Za-z])")
+        self.hex = re.compile(rf"(?<![0-9A-Za-z])[0-9A-Fa-fx]{{{params.min_hex_chars},}}+(?![0-9A-Za-z])")
         self._min_b64 = n
 
     def clean(self, text: str, removed: dict[str, int]) -> str:

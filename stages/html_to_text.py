@@ -72,7 +72,9 @@ def looks_like_email(text: str) -> bool:
 
 
 HTML_MARKERS = re.compile(r"<!doctype html|<html[\s>]|<body[\s>]", re.I)
-HTML_TAG = re.compile(r"</?(?:p|div|br|table|tr|td|span|font|a|li|ul|img|b|i|center|h[1-6])\b[^>]*>", re.I)
+HTML_TAG = re.compile(
+    r"</?(?:p|div|br|table|tr|td|span|font|a|li|ul|img|b|i|center|h[1-6])\b[^>]{0,4000}>", re.I
+)
 
 
 def looks_like_html(text: str, min_tags: int = 5) -> bool:
@@ -85,19 +87,19 @@ def looks_like_html(text: str, min_tags: int = 5) -> bool:
 
 
 DROPPED_ELEMENTS = re.compile(
-    r"<(script|style|noscript|template|svg|object|iframe)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.I | re.S
+    r"<(script|style|noscript|template|svg|object|iframe)\b[^>]{0,4000}>.*?(?:</\1\s*>|\Z)", re.I | re.S
 )
 COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
-PRE = re.compile(r"<pre\b[^>]*>(.*?)</pre\s*>", re.I | re.S)
+PRE = re.compile(r"<pre\b[^>]{0,4000}>(.*?)</pre\s*>", re.I | re.S)
 WHITESPACE = re.compile(r"[ \t\r\n\f]+")
 BLOCK_TAG = re.compile(
     r"</?(?:p|div|br|tr|li|ul|ol|dl|dd|dt|h[1-6]|table|thead|tbody|tfoot|caption|blockquote|pre|hr|"
     r"title|section|article|header|footer|nav|aside|form|center|address|figure|figcaption|main|"
-    r"option|body|html|head)\b[^>]*>",
+    r"option|body|html|head)\b[^>]{0,4000}>",
     re.I,
 )
-CELL_TAG = re.compile(r"</?(?:td|th)\b[^>]*>", re.I)
-ANY_TAG = re.compile(r"</?[A-Za-z][^>]*>|<![^>]*>|<\?[^>]*>")
+CELL_TAG = re.compile(r"</?(?:td|th)\b[^>]{0,4000}>", re.I)
+ANY_TAG = re.compile(r"</?[A-Za-z][^>]{0,4000}>|<![^>]{0,4000}>|<\?[^>]{0,4000}>")  # bounded: stays linear
 SPACES_AROUND_NEWLINE = re.compile(r"[ \t\u00a0]*\n[ \t\u00a0]*")
 MANY_NEWLINES = re.compile(r"\n{3,}")
 MANY_SPACES = re.compile(r"  +")

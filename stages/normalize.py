@@ -4,8 +4,9 @@ Simplified on CJK runs, newline and blank-line unification. Documents left empty
 Steps, in order (each is skipped when a cheap check shows it has nothing to do):
 
 1. ANSI escape sequences (CSI ``ESC [ ... final``, OSC ``ESC ] ... BEL``, two-byte ``ESC x``) removed.
-2. Mojibake repair (``repair_mojibake``): UTF-8 read as Latin-1/cp1252 ("cafÃ©", "â€œ") is fixed
-   with ftfy's ``fix_encoding`` (only ftfy's encoding fixer: no width, quote or NFKC changes);
+2. Mojibake repair (``repair_mojibake``; it runs after step 4, so removed controls cannot hide
+   mojibake): UTF-8 read as Latin-1/cp1252 ("cafÃ©", "â€œ") is fixed with ftfy's
+   ``fix_encoding`` (only ftfy's encoding fixer: no width, quote or NFKC changes);
    UTF-8 read as GBK ("浣犲ソ" -> "你好") is reversed when the re-decoding is strictly valid UTF-8;
    a line of GBK or Big5 read as Latin-1 ("ÄãºÃ" -> "你好") is decoded again with the codec that
    decodes the whole line strictly into mostly frequent Han characters (GB2312/Big5 level 1).
@@ -92,38 +93,52 @@ def _utf8_as_gbk_chars() -> str:
 
 @lru_cache(maxsize=1)
 def _utf8_as_gbk_re() -> re.Pattern[str]:
+    """Two mojibake lead characters at most three characters apart (real text rarely has them
+    that close; mojibake has one every one or two characters). Bounded, so it stays linear."""
     lead = re.escape(_utf8_as_gbk_chars())
-    # a run of non-ASCII GBK text holding at least two mojibake lead characters
-    return re.compile(f"[{lead}][^\\x00-\\x7f\\s]*[{lead}][^\\x00-\\x7f\\s]*")
+    return re.compile(f"[{lead}][^\\x00-\\x7f\\s]{{0,3}}[{lead}]")
+
+
+@lru_cache(maxsize=1)
+def _utf8_as_gbk_lead() -> re.Pattern[str]:
+    return re.compile(f"[{re.escape(_utf8_as_gbk_chars())}]")
+
+
+NON_ASCII_RUN = re.compile(r"[^\x00-\x7f\s]+")
 
 
 def _fix_utf8_read_as_gbk(text: str) -> tuple[str, int]:
     fixed = 0
+    close_leads, lead = _utf8_as_gbk_re(), _utf8_as_gbk_lead()
 
     def repl(m: re.Match[str]) -> str:
         nonlocal fixed
-        run = m.group()
+        whole = m.group()
+        first = lead.search(whole)
+        if first is None or not close_leads.search(whole, first.start()):
+            return whole
+        head, run = whole[: first.start()], whole[first.start() :]
         try:
             raw = run.encode("gbk")
         except UnicodeEncodeError:
-            return run
+            return whole
         try:
             out = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             # the last character often lost a byte; keep a strictly valid prefix of whole GBK pairs
             cut = e.start - e.start % 2
-            if cut < 6 or cut < 0.7 * len(raw):
-                return run
+            if cut < 6 or cut < 0.7 * len(raw) or run[: cut // 2].encode("gbk") != raw[:cut]:
+                return whole
             try:
                 out = raw[:cut].decode("utf-8") + run[cut // 2 :]
             except UnicodeDecodeError:
-                return run
+                return whole
         if out == run or not HAN_RE.search(out):
-            return run
+            return whole
         fixed += 1
-        return out
+        return head + out
 
-    return _utf8_as_gbk_re().sub(repl, text), fixed
+    return NON_ASCII_RUN.sub(repl, text), fixed
 
 
 @lru_cache(maxsize=1)
@@ -141,19 +156,22 @@ def _frequent_han() -> frozenset[str]:
     return frozenset(chars)
 
 
+LATIN1_SEGMENT = re.compile("[\x00-\x09\x0b-\xff]+")
+
+
 def _fix_cjk_read_as_latin1(text: str) -> tuple[str, int]:
-    """Lines of GBK or Big5 text that were decoded as Latin-1 ("ÄãºÃ" -> "你好"), decoded again
-    with whichever codec decodes the whole line strictly into mostly frequent Han characters."""
+    """Stretches of GBK or Big5 text that were decoded as Latin-1 ("ÄãºÃ" -> "你好"): a line's
+    longest stretch of Latin-1 characters is decoded again with whichever codec decodes all of
+    it strictly into mostly frequent Han characters."""
     frequent = _frequent_han()
-    lines = text.split("\n")
     fixed = 0
-    for i, line in enumerate(lines):
-        if not GBK_AS_LATIN1.search(line):
-            continue
-        try:
-            raw = line.encode("latin-1")
-        except UnicodeEncodeError:
-            continue
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal fixed
+        segment = m.group()
+        if not GBK_AS_LATIN1.search(segment):
+            return segment
+        raw = segment.encode("latin-1")
         best, best_share = None, 0.6
         for codec in ("gbk", "big5"):
             try:
@@ -166,10 +184,12 @@ def _fix_cjk_read_as_latin1(text: str) -> tuple[str, int]:
             share = sum(c in frequent for c in han) / len(han)
             if share > best_share:
                 best, best_share = out, share
-        if best is not None:
-            lines[i] = best
-            fixed += 1
-    return ("\n".join(lines), fixed) if fixed else (text, 0)
+        if best is None:
+            return segment
+        fixed += 1
+        return best
+
+    return LATIN1_SEGMENT.sub(repl, text), fixed
 
 
 def repair_mojibake(text: str) -> tuple[str, int]:
@@ -250,9 +270,10 @@ LATIN_ALNUM = "A-Za-z0-9\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0370-\u03ff\u04
 NEUTRAL = " \\t!-/:-@\\[-`{-~\u00b7\u2010-\u205e"
 _M = re.escape(MARKS)
 # Latin letter or digit, then a run of marks (and neutral characters) right after it.
-MARKS_AFTER_LATIN = re.compile(f"([{LATIN_ALNUM}])([{NEUTRAL}]*[{_M}][{NEUTRAL}{_M}]*)")
+# (runs are bounded to 64 characters so that adversarial input stays linear)
+MARKS_AFTER_LATIN = re.compile(f"([{LATIN_ALNUM}])([{NEUTRAL}]{{0,64}}[{_M}][{NEUTRAL}{_M}]{{0,64}})")
 # A run of marks ending in a Latin letter or digit.
-MARKS_BEFORE_LATIN = re.compile(f"[{_M}][{NEUTRAL}{_M}]*[{LATIN_ALNUM}]")
+MARKS_BEFORE_LATIN = re.compile(f"[{_M}][{NEUTRAL}{_M}]{{0,64}}[{LATIN_ALNUM}]")
 BRACKET_PAIR = re.compile(
     "\uff08[^\uff08\uff09\n]{0,200}\uff09|\uff3b[^\uff3b\uff3d\n]{0,200}\uff3d"
     "|\uff5b[^\uff5b\uff5d\n]{0,200}\uff5d"
@@ -278,9 +299,9 @@ def fold_width(text: str) -> str:
 
     def pair(m: re.Match[str]) -> str:
         s, e = m.start() - 1, m.end()
-        while s >= 0 and RUN_CHARS.match(text, s):
+        while s >= 0 and m.start() - s < 64 and RUN_CHARS.match(text, s):
             s -= 1
-        while e < len(text) and RUN_CHARS.match(text, e):
+        while e < len(text) and e - m.end() < 64 and RUN_CHARS.match(text, e):
             e += 1
         inner = m.group()[1:-1]
         if CJK_OR_FULLWIDTH.search(inner) or _cjk_at(text, s) or _cjk_at(text, e):
@@ -304,7 +325,7 @@ def fold_width(text: str) -> str:
 
     def before_latin(m: re.Match[str]) -> str:
         i = m.start() - 1
-        while i >= 0 and RUN_CHARS.match(text, i):
+        while i >= 0 and m.start() - i < 64 and RUN_CHARS.match(text, i):
             i -= 1
         if _cjk_at(text, i):
             return m.group()
@@ -404,10 +425,6 @@ class Normalizer:
             text = decode_char_refs(text)
             events["char_refs_decoded"] = 1
         ascii_only = text.isascii()
-        if p.repair_mojibake and not ascii_only:
-            text, fixes = repair_mojibake(text)
-            if fixes:
-                events["mojibake_repaired"] = fixes
         if SUSPECT.search(text):
             text = NEWLINES.sub("\n", text)
             cleaned = CONTROLS_AND_INVISIBLE.sub("", text)
@@ -416,6 +433,12 @@ class Normalizer:
                 if "&" in cleaned:  # a removal may have joined a reference: "&#3\x0042;"
                     cleaned = decode_char_refs(cleaned)
             text = UNICODE_SPACES.sub(" ", cleaned)
+        if p.repair_mojibake and not ascii_only:
+            repaired, fixes = repair_mojibake(text)
+            if fixes:
+                events["mojibake_repaired"] = fixes
+                # a repair may decode to characters step 4 removes: clean again
+                text = UNICODE_SPACES.sub(" ", CONTROLS_AND_INVISIBLE.sub("", NEWLINES.sub("\n", repaired)))
         if not ascii_only:
             if p.unicode_form == "NFC" and not unicodedata.is_normalized("NFC", text):
                 text = unicodedata.normalize("NFC", text)

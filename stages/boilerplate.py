@@ -49,6 +49,10 @@ NAV_SEPARATOR_HINT = re.compile(f"[|｜丨¦•·»›\\u3000]|\\s[/>-]\\s|[ \\t
 NAV_ITEM = re.compile(r"(?=.*[^\W\d_])[\w &'.]+$")
 
 
+def _ascii_alnum(c: str) -> bool:
+    return c.isascii() and c.isalnum()
+
+
 def line_width(line: str) -> int:
     """Display width: CJK characters count 2, everything else 1."""
     return len(line) if line.isascii() else len(line) + len(CJK_RE.findall(line))
@@ -139,8 +143,8 @@ class BoilerplateMatcher:
         for end, (cat, key, word) in self.automaton.iter(lower):
             start = end - len(key) + 1
             if word and (
-                (start > 0 and lower[start - 1].isalnum())
-                or (end + 1 < len(lower) and lower[end + 1].isalnum() and lower[end].isalnum())
+                (start > 0 and _ascii_alnum(lower[start - 1]))
+                or (end + 1 < len(lower) and _ascii_alnum(lower[end + 1]) and _ascii_alnum(lower[end]))
             ):
                 continue
             out.append((start, end + 1, cat, key))

@@ -96,13 +96,16 @@ def _units(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
         inverse = np.cumprod(np.full(len(cps), _HASH_INV, dtype=np.uint64))  # M^-1 .. M^-n
         prefix = np.concatenate([[np.uint64(0)], np.cumsum(cps.astype(np.uint64) * powers)])
         word_ids = ((prefix[run_end] - prefix[run_start]) * inverse[run_start]) | np.uint64(1 << 63)
-    single_pos = np.flatnonzero(single)
-    pos = np.concatenate([single_pos, run_start])
-    order = np.argsort(pos, kind="stable")
-    ids = np.concatenate([cps[single_pos].astype(np.uint64), word_ids])[order]
-    lens = np.concatenate([np.ones(len(single_pos), dtype=np.int64), run_end - run_start])[order]
-    is_han = np.concatenate([han[single_pos], np.zeros(len(run_start), dtype=bool)])[order]
-    doc = np.searchsorted(starts, pos[order], side="right") - 1
+    # units in text order without a sort: mark unit starts, place ids/lengths at their positions
+    start = single.copy()
+    start[run_start] = True
+    pos = np.flatnonzero(start)
+    id_at = cps.astype(np.uint64)
+    id_at[run_start] = word_ids
+    len_at = np.ones(len(cps), dtype=np.int64)
+    len_at[run_start] = run_end - run_start
+    ids, lens, is_han = id_at[pos], len_at[pos], han[pos]
+    doc = np.searchsorted(starts, pos, side="right") - 1
     return ids, lens, doc, is_han
 
 

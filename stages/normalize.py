@@ -296,6 +296,8 @@ def fold_width(text: str) -> str:
     if not FULLWIDTH_ANY.search(text):
         return text
     text = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), text)
+    if not LATIN_ALNUM_RE.search(text):
+        return text  # no Latin letter or digit: no mark can be in Latin context
 
     def pair(m: re.Match[str]) -> str:
         s, e = m.start() - 1, m.end()

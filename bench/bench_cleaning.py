@@ -262,9 +262,8 @@ def main() -> None:
                 print(f"    stages {total:.2f}s of {results[0][0]:.2f}s (rest: reading, json, batching)")
         if args.tokenizer:
             wall, per_cpu = tokenizer_rate(path, args.tokenizer)
-            print(
-                f"  tokenizer encode_batch    {wall:8.2f} MB/s  ({per_cpu:.2f} MB per CPU-second, all threads)"
-            )
+            label = "tokenizer encode_batch"
+            print(f"  {label:26s}{wall:8.2f} MB/s  ({per_cpu:.2f} MB per CPU-second, all threads)")
             print(f"  cleaning cost / tokenizer cost (CPU): {per_cpu / clean_cpu_rate:.2f}")
 
 

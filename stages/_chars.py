@@ -3,7 +3,6 @@
 HAN: CJK unified ideographs (basic block, extensions A-H), compatibility ideographs and radicals.
 CJK: HAN plus kana, hangul, bopomofo and the CJK symbols-and-punctuation block (U+3001-U+303F;
   U+3000, the ideographic space, is whitespace and not included).
-SENTENCE_PUNCT: marks that end or split a sentence or clause, Chinese and Latin.
 """
 
 from __future__ import annotations
@@ -18,19 +17,7 @@ HAN = (
     "\U00020000-\U0003134f"  # extensions B-H and compatibility supplement
 )
 KANA_HANGUL = "\u3040-\u30ff\u3100-\u312f\u31a0-\u31ff\uac00-\ud7af\u1100-\u11ff"
-CJK_PUNCT = "\u3001-\u303f"
-CJK = HAN + KANA_HANGUL + CJK_PUNCT
-
-SENTENCE_PUNCT = "。！？；，、：…!?;,:.\uff0e\uff61\uff64"
+CJK = HAN + KANA_HANGUL + "\u3001-\u303f"
 
 HAN_RE = re.compile(f"[{HAN}]")
-HAN_RUN = re.compile(f"[{HAN}]+")
 CJK_RE = re.compile(f"[{CJK}]")
-
-# Private-use areas (BMP and planes 15-16); U+FFFD is the replacement character.
-PRIVATE_USE = "\ue000-\uf8ff\U000f0000-\U0010ffff"
-
-
-def han_count(text: str) -> int:
-    """Number of Han ideographs in ``text``."""
-    return sum(map(len, HAN_RUN.findall(text)))

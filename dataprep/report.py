@@ -17,13 +17,14 @@ from typing import Any
 from dataprep.io import write_text_atomic
 
 
-def _png(fig: Any) -> str:
+def _png(fig: Any, alt: str = "plot") -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
 def _bin_labels(edges: list[float]) -> list[str]:
@@ -58,7 +59,7 @@ def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str) -> st
     ax.set_ylabel("documents")
     if len(series) > 1:
         ax.legend()
-    return _png(fig)
+    return _png(fig, title)
 
 
 def _funnel(stages: list[dict[str, Any]]) -> str:

@@ -128,9 +128,11 @@ class MapStage(Stage):
 class ScoredFilter(MapStage):
     """A filter whose statistics stay inspectable (compute, then decide).
 
-    ``score`` returns named statistics of a document; ``decide`` turns them into a drop reason or
-    None. Scores are stored under ``doc.meta["scores"][<stage name>]`` when ``keep_scores`` is on,
-    and histogrammed into stats with ``score_edges`` so thresholds can be tuned.
+    ``score`` returns named statistics of a document (``score_batch`` may compute a whole batch at
+    once); ``decide`` turns them into a drop verdict or None. A verdict is ``(reason, score)`` or
+    ``(reason, score, detail)``. Scores are stored under ``doc.meta["scores"][<stage name>]`` when
+    ``keep_scores`` is on, and histogrammed into stats with ``score_edges`` so thresholds can be
+    tuned.
     """
 
     score_edges: ClassVar[dict[str, list[float]]] = {}
@@ -139,21 +141,30 @@ class ScoredFilter(MapStage):
     def score(self, doc: Document) -> dict[str, float]:
         raise NotImplementedError
 
-    def decide(self, scores: dict[str, float]) -> tuple[str, float] | None:
-        """(reason, the score that decided) to drop, or None to keep."""
+    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
+        """Scores of every document of ``batch``, in order (default: ``score`` per document)."""
+        return [self.score(doc) for doc in batch]
+
+    def decide(self, scores: dict[str, float]) -> tuple[str, float] | tuple[str, float, str] | None:
+        """(reason, the score that decided[, detail]) to drop, or None to keep."""
         raise NotImplementedError
 
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        all_scores = self.score_batch(batch)
+        for key, edges in self.score_edges.items():
+            values = [s[key] for s in all_scores if key in s]
+            if values:
+                ctx.stats.histogram(key, edges).add(values)
         out: list[StageResult] = []
-        for doc in batch:
-            scores = self.score(doc)
-            for key, edges in self.score_edges.items():
-                if key in scores:
-                    ctx.stats.histogram(key, edges).add([scores[key]])
+        for doc, scores in zip(batch, all_scores, strict=True):
             if self.keep_scores:
                 doc.meta.setdefault("scores", {})[self.name] = scores
             verdict = self.decide(scores)
-            out.append(doc if verdict is None else Drop(doc, verdict[0], score=verdict[1]))
+            if verdict is None:
+                out.append(doc)
+            else:
+                detail = verdict[2] if len(verdict) > 2 else ""  # type: ignore[misc]
+                out.append(Drop(doc, verdict[0], score=verdict[1], detail=detail))
         return out
 
 

@@ -1,38 +1,497 @@
-"""Text normalization (minimal): unify newlines and strip trailing spaces; drop documents that end
-up empty. The full Chinese-aware normalizer (width folding, OpenCC, Unicode repair) replaces this."""
+"""Chinese-aware text normalization: Unicode repair, CJK-safe width folding, Traditional ->
+Simplified on CJK runs, newline and blank-line unification. Documents left empty are dropped.
+
+Steps, in order (each is skipped when a cheap check shows it has nothing to do):
+
+1. ANSI escape sequences (CSI ``ESC [ ... final``, OSC ``ESC ] ... BEL``, two-byte ``ESC x``) removed.
+2. Mojibake repair (``repair_mojibake``; it runs after step 4, so removed controls cannot hide
+   mojibake): UTF-8 read as Latin-1/cp1252 ("cafÃ©", "â€œ") is fixed with ftfy's
+   ``fix_encoding`` (only ftfy's encoding fixer: no width, quote or NFKC changes);
+   UTF-8 read as GBK ("浣犲ソ" -> "你好") is reversed when the re-decoding is strictly valid UTF-8;
+   a line of GBK or Big5 read as Latin-1 ("ÄãºÃ" -> "你好") is decoded again with the codec that
+   decodes the whole line strictly into mostly frequent Han characters (GB2312/Big5 level 1).
+   Nothing else is touched.
+   HTML character references left in plain text are decoded: numeric ones (&#183; &#x4E2D;,
+   except &#38; which would create new references) and &nbsp; &lt; &gt; &quot; &apos;.
+3. Newlines: \\r\\n, \\r, U+2028, U+2029, U+0085, \\v and \\f become \\n.
+4. Control characters other than \\n and \\t (C0, DEL, C1) are removed; zero-width and format
+   characters (U+00AD, U+180E, U+200B-U+200F, U+202A-U+202E, U+2060-U+2064, U+2066-U+2069, BOM
+   U+FEFF) are removed; Unicode spaces (U+00A0, U+1680, U+2000-U+200A, U+202F, U+205F) become " ".
+5. Unicode NFC (``unicode_form``). NFC maps CJK compatibility ideographs (U+F900-U+FAFF, U+2F800-)
+   to their unified equivalents; it never folds width (that is NFKC, which is *not* applied).
+6. Width folding (``width_fold``), exact mapping:
+   - always: full-width digits ０-９ and letters Ａ-Ｚ ａ-ｚ -> 0-9 A-Z a-z; full-width symbols
+     with no CJK role ＃＄％＆＊＋－／＜＝＞＠＼＾＿｀｜ -> #$%&*+-/<=>@\\^_`|;
+     ￠￡￢￣￤￥￦ -> ¢£¬¯¦¥₩; half-width CJK punctuation ｡｢｣､ -> 。「」、.
+   - in Latin context only: the marks ！＂＇，．：；？～ -> !"',.:;?~ and the ideographic space
+     U+3000 -> " ". A maximal run of these marks (with spaces and ASCII/general punctuation
+     between them) is in Latin context when the character right before or right after the run
+     is a Latin, Greek or Cyrillic letter or digit and neither of the two is CJK (Han, kana,
+     hangul, CJK punctuation) or another full-width form. "价格：100元" keeps "：",
+     "Note：see" becomes "Note:see", "Hello，世界" keeps "，", "１．５" becomes "1.5" and
+     "浅．但是" (full-width full stop used as a Chinese period) keeps "．".
+   - brackets （）［］｛｝ -> ()[]{} only as a matched pair on one line (at most 200 characters
+     apart) whose content holds no CJK or full-width character, whose outer neighbours are not
+     CJK, and with a Latin letter or digit inside or next to it: "（ABC）" -> "(ABC)",
+     "价格（USD）" and "作者（946-999）" are kept. Unpaired brackets are kept.
+   - never: CJK punctuation outside the full-width-forms block (，is U+FF0C and is covered above;
+     。「」『』、…《》【】 and the rest of U+3001-U+303F are never changed).
+7. Traditional -> Simplified with OpenCC (``opencc``: t2s, tw2sp, hk2s or off), applied only to CJK
+   text: URLs, e-mail addresses, inline `code` and fenced ```code``` blocks are left untouched,
+   and Latin letters are never changed: OpenCC's dictionaries only hold entries with Han
+   characters, and when a phrase entry would change Latin letters (tw2sp: B肝 -> 乙肝,
+   隨身碟 -> U盤) the segment is converted run by run between Latin words instead. Phrase
+   mappings may change the number of characters (tw2sp: 記憶體 -> 内存); no other step adds
+   characters.
+8. Trailing spaces, tabs and ideographic spaces at line ends are removed; runs of blank lines
+   become ``paragraph_separator``; leading blank lines and trailing whitespace are removed.
+
+Invariants (property-tested): normalizing twice equals normalizing once; with OpenCC off and
+mojibake repair off, the sequence of Han characters is unchanged; the text never gets longer
+than its NFC form except by OpenCC mappings.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
+from stages._chars import CJK, HAN, HAN_RE
 
-NEWLINES = re.compile(r"\r\n|[\r\u2028\u2029\x85]")
-TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
+# -- 1. ANSI escapes ---------------------------------------------------------------------------
+ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+# -- 2. mojibake -------------------------------------------------------------------------------
+# UTF-8 bytes read as Latin-1/cp1252: a lead byte (Â-ï) followed by a continuation byte as it
+# appears in Latin-1 (\x80-\xbf) or cp1252 (the letters cp1252 puts at 0x80-0x9f).
+LATIN_MOJIBAKE = re.compile(
+    "[\u00c2-\u00ef][\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc"
+    "\u2013\u2014\u2018-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]"
+)
+LATIN1_HIGH = re.compile("[\u0080-\u00ff]")
+# GBK-encoded text read as Latin-1: runs of high Latin-1 letters.
+GBK_AS_LATIN1 = re.compile("[\u00a1-\u00ff]{4,}")
+
+
+@lru_cache(maxsize=1)
+def _utf8_as_gbk_chars() -> str:
+    """Characters that UTF-8 mojibake read as GBK starts with: a GBK pair whose first byte is a
+    UTF-8 lead byte for U+4000-U+FFFF (E4-EF) and whose second byte is a continuation (80-BF)."""
+    chars = []
+    for lead in range(0xE4, 0xF0):
+        for trail in range(0x80, 0xC0):
+            with contextlib.suppress(UnicodeDecodeError):
+                chars.append(bytes([lead, trail]).decode("gbk"))
+    return "".join(sorted(set(chars)))
+
+
+@lru_cache(maxsize=1)
+def _utf8_as_gbk_re() -> re.Pattern[str]:
+    """Two mojibake lead characters at most three characters apart (real text rarely has them
+    that close; mojibake has one every one or two characters). Bounded, so it stays linear."""
+    lead = re.escape(_utf8_as_gbk_chars())
+    return re.compile(f"[{lead}][^\\x00-\\x7f\\s]{{0,3}}[{lead}]")
+
+
+@lru_cache(maxsize=1)
+def _utf8_as_gbk_lead() -> re.Pattern[str]:
+    return re.compile(f"[{re.escape(_utf8_as_gbk_chars())}]")
+
+
+NON_ASCII_RUN = re.compile(r"[^\x00-\x7f\s]+")
+
+
+def _fix_utf8_read_as_gbk(text: str) -> tuple[str, int]:
+    fixed = 0
+    close_leads, lead = _utf8_as_gbk_re(), _utf8_as_gbk_lead()
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal fixed
+        whole = m.group()
+        first = lead.search(whole)
+        if first is None or not close_leads.search(whole, first.start()):
+            return whole
+        head, run = whole[: first.start()], whole[first.start() :]
+        try:
+            raw = run.encode("gbk")
+        except UnicodeEncodeError:
+            return whole
+        try:
+            out = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            # the last character often lost a byte; keep a strictly valid prefix of whole GBK pairs
+            cut = e.start - e.start % 2
+            if cut < 6 or cut < 0.7 * len(raw) or run[: cut // 2].encode("gbk") != raw[:cut]:
+                return whole
+            try:
+                out = raw[:cut].decode("utf-8") + run[cut // 2 :]
+            except UnicodeDecodeError:
+                return whole
+        if out == run or not HAN_RE.search(out):
+            return whole
+        fixed += 1
+        return head + out
+
+    return NON_ASCII_RUN.sub(repl, text), fixed
+
+
+@lru_cache(maxsize=1)
+def _frequent_han() -> frozenset[str]:
+    """GB2312 level 1 (3,755 frequent Simplified) and Big5 level 1 (5,401 frequent Traditional)."""
+    chars = set()
+    for lead in range(0xB0, 0xD8):
+        for trail in range(0xA1, 0xFF):
+            with contextlib.suppress(UnicodeDecodeError):
+                chars.add(bytes([lead, trail]).decode("gb2312"))
+    for lead in range(0xA4, 0xC7):
+        for trail in [*range(0x40, 0x7F), *range(0xA1, 0xFF)]:
+            with contextlib.suppress(UnicodeDecodeError):
+                chars.add(bytes([lead, trail]).decode("big5"))
+    return frozenset(chars)
+
+
+LATIN1_SEGMENT = re.compile("[\x00-\x09\x0b-\xff]+")
+
+
+def _fix_cjk_read_as_latin1(text: str) -> tuple[str, int]:
+    """Stretches of GBK or Big5 text that were decoded as Latin-1 ("ÄãºÃ" -> "你好"): a line's
+    longest stretch of Latin-1 characters is decoded again with whichever codec decodes all of
+    it strictly into mostly frequent Han characters."""
+    frequent = _frequent_han()
+    fixed = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal fixed
+        segment = m.group()
+        if not GBK_AS_LATIN1.search(segment):
+            return segment
+        raw = segment.encode("latin-1")
+        best, best_share = None, 0.6
+        for codec in ("gbk", "big5"):
+            try:
+                out = raw.decode(codec)
+            except UnicodeDecodeError:
+                continue
+            han = HAN_RE.findall(out)
+            if len(han) < 2 or any("\ue000" <= c <= "\uf8ff" for c in out):
+                continue
+            share = sum(c in frequent for c in han) / len(han)
+            if share > best_share:
+                best, best_share = out, share
+        if best is None:
+            return segment
+        fixed += 1
+        return best
+
+    return LATIN1_SEGMENT.sub(repl, text), fixed
+
+
+def repair_mojibake(text: str) -> tuple[str, int]:
+    """(repaired text, number of repairs). Only recognisable mojibake is changed."""
+    fixes = 0
+    if LATIN1_HIGH.search(text):
+        if GBK_AS_LATIN1.search(text):
+            text, n = _fix_cjk_read_as_latin1(text)
+            fixes += n
+        if LATIN_MOJIBAKE.search(text):
+            import ftfy
+
+            repaired = ftfy.fix_encoding(text)
+            if repaired != text:
+                fixes += 1
+                text = repaired
+    if not text.isascii() and _utf8_as_gbk_re().search(text):
+        text, n = _fix_utf8_read_as_gbk(text)
+        fixes += n
+    return text, fixes
+
+
+# -- 3/4. newlines, controls, invisible characters, spaces ------------------------------------
+SUSPECT = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u00ad\u1680\u180e\u2000-\u200f\u2028-\u202f"
+    "\u205f-\u2064\u2066-\u2069\ufeff]"
+)
+NEWLINES = re.compile("\r\n|[\r\u2028\u2029\x85\x0b\x0c]")
+CONTROLS_AND_INVISIBLE = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u00ad\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u2069\ufeff]+"
+)
+UNICODE_SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f]")
+
+CHAR_REF = re.compile(r"&#(?:[0-9]{1,7}|[xX][0-9A-Fa-f]{1,6});|&(?:nbsp|lt|gt|quot|apos);")
+NAMED_REFS = {"&nbsp;": " ", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&apos;": "'"}
+
+
+def _char_ref(m: re.Match[str]) -> str:
+    ref = m.group()
+    if ref[1] != "#":
+        return NAMED_REFS[ref]
+    try:
+        cp = int(ref[3:-1], 16) if ref[2] in "xX" else int(ref[2:-1])
+        c = chr(cp)
+    except (ValueError, OverflowError):
+        return ref
+    if c == "&" or 0xD800 <= cp <= 0xDFFF:
+        return ref
+    if SUSPECT.match(c):  # never produce what steps 3/4 would rewrite
+        return "\n" if NEWLINES.match(c) else " " if UNICODE_SPACES.match(c) else ""
+    return c
+
+
+def decode_char_refs(text: str) -> str:
+    """Numeric and a few named HTML character references decoded (idempotent: never makes a new '&')."""
+    return CHAR_REF.sub(_char_ref, text) if "&" in text else text
+
+
+# -- 6. width folding --------------------------------------------------------------------------
+ALWAYS_FOLD = (
+    "\uff03-\uff06\uff0a\uff0b\uff0d\uff0f-\uff19\uff1c-\uff1e\uff20-\uff3a\uff3c\uff3e-\uff5a\uff5c"
+    "\uffe0-\uffe6\uff61-\uff64"
+)
+MARKS = "\uff01\uff02\uff07\uff0c\uff0e\uff1a\uff1b\uff1f\uff5e\u3000"  # ！＂＇，．：；？～ U+3000
+BRACKETS = "\uff08\uff09\uff3b\uff3d\uff5b\uff5d"  # （）［］｛｝
+ALWAYS_FOLD_TABLE: dict[int, str] = {c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}
+ALWAYS_FOLD_TABLE.update(dict(zip(range(0xFFE0, 0xFFE7), "¢£¬¯¦¥₩", strict=True)))
+ALWAYS_FOLD_TABLE.update(dict(zip(range(0xFF61, 0xFF65), "。「」、", strict=True)))
+CONTEXT_FOLD_TABLE: dict[int, str] = {ord(c): chr(ord(c) - 0xFEE0) for c in MARKS[:-1] + BRACKETS}
+CONTEXT_FOLD_TABLE[0x3000] = " "
+FULLWIDTH_ANY = re.compile(f"[{ALWAYS_FOLD}{MARKS}{BRACKETS}]")
+ALWAYS_FOLD_RUN = re.compile(f"[{ALWAYS_FOLD}]+")
+# Letters and digits of the Latin, Greek and Cyrillic scripts: what makes a "Latin context".
+LATIN_ALNUM = "A-Za-z0-9\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0370-\u03ff\u0400-\u04ff"
+# Neutral characters inside a run of marks: spaces, ASCII punctuation, general punctuation
+# (dashes, quotes, ellipsis), middle dot.
+NEUTRAL = " \\t!-/:-@\\[-`{-~\u00b7\u2010-\u205e"
+_M = re.escape(MARKS)
+# Latin letter or digit, then a run of marks (and neutral characters) right after it.
+# (runs are bounded to 64 characters so that adversarial input stays linear)
+MARKS_AFTER_LATIN = re.compile(f"([{LATIN_ALNUM}])([{NEUTRAL}]{{0,64}}[{_M}][{NEUTRAL}{_M}]{{0,64}})")
+# A run of marks ending in a Latin letter or digit.
+MARKS_BEFORE_LATIN = re.compile(f"[{_M}][{NEUTRAL}{_M}]{{0,64}}[{LATIN_ALNUM}]")
+BRACKET_PAIR = re.compile(
+    "\uff08[^\uff08\uff09\n]{0,200}\uff09|\uff3b[^\uff3b\uff3d\n]{0,200}\uff3d"
+    "|\uff5b[^\uff5b\uff5d\n]{0,200}\uff5d"
+)
+CJK_OR_FULLWIDTH = re.compile(f"[{CJK}\uff00-\uffef]")
+LATIN_ALNUM_RE = re.compile(f"[{LATIN_ALNUM}]")
+RUN_CHARS = re.compile(f"[{NEUTRAL}{_M}]")
+
+
+def _cjk_at(text: str, i: int) -> bool:
+    return 0 <= i < len(text) and CJK_OR_FULLWIDTH.match(text, i) is not None
+
+
+def _latin_at(text: str, i: int) -> bool:
+    return 0 <= i < len(text) and LATIN_ALNUM_RE.match(text, i) is not None
+
+
+def fold_width(text: str) -> str:
+    """Apply the width-folding mapping documented in the module docstring."""
+    if not FULLWIDTH_ANY.search(text):
+        return text
+    text = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), text)
+    if not LATIN_ALNUM_RE.search(text):
+        return text  # no Latin letter or digit: no mark can be in Latin context
+
+    def pair(m: re.Match[str]) -> str:
+        s, e = m.start() - 1, m.end()
+        while s >= 0 and m.start() - s < 64 and RUN_CHARS.match(text, s):
+            s -= 1
+        while e < len(text) and e - m.end() < 64 and RUN_CHARS.match(text, e):
+            e += 1
+        inner = m.group()[1:-1]
+        if CJK_OR_FULLWIDTH.search(inner) or _cjk_at(text, s) or _cjk_at(text, e):
+            return m.group()
+        latin = LATIN_ALNUM_RE.search(inner) or _latin_at(text, m.start() - 1) or _latin_at(text, m.end())
+        if not latin:
+            return m.group()
+        return (
+            m.group()[0].translate(CONTEXT_FOLD_TABLE) + inner + m.group()[-1].translate(CONTEXT_FOLD_TABLE)
+        )
+
+    if "\uff08" in text or "\uff3b" in text or "\uff5b" in text:
+        text = BRACKET_PAIR.sub(pair, text)
+
+    def after_latin(m: re.Match[str]) -> str:
+        if _cjk_at(text, m.end()):
+            return m.group()
+        return m.group(1) + m.group(2).translate(CONTEXT_FOLD_TABLE)
+
+    text = MARKS_AFTER_LATIN.sub(after_latin, text)
+
+    def before_latin(m: re.Match[str]) -> str:
+        i = m.start() - 1
+        while i >= 0 and m.start() - i < 64 and RUN_CHARS.match(text, i):
+            i -= 1
+        if _cjk_at(text, i):
+            return m.group()
+        return m.group().translate(CONTEXT_FOLD_TABLE)
+
+    return MARKS_BEFORE_LATIN.sub(before_latin, text)
+
+
+# -- 7. OpenCC on CJK runs ---------------------------------------------------------------------
+PROTECTED = re.compile(
+    r"```.*?```|`[^`\n]+`"
+    r"|(?:https?|ftp)://[^\s<>\"'，。！？；：、（）【】「」『』《》]+"
+    r"|[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+",
+    re.S,
+)
+LATIN_LETTERS = re.compile(r"([A-Za-z]+)")
+HAN_ANY = re.compile(f"[{HAN}]")
+
+
+@lru_cache(maxsize=8)
+def _converter(config: str) -> object:
+    import opencc
+
+    return opencc.OpenCC(config)
+
+
+def _convert_segment(seg: str, convert) -> str:  # type: ignore[no-untyped-def]
+    if not HAN_ANY.search(seg):
+        return seg
+    out = convert(seg)
+    if (
+        out == seg
+        or not LATIN_LETTERS.search(seg)
+        or LATIN_LETTERS.findall(out) == LATIN_LETTERS.findall(seg)
+    ):
+        return out
+    # a phrase mapping changed Latin letters (tw2sp: B肝 -> 乙肝): convert the CJK runs one by one
+    parts = LATIN_LETTERS.split(seg)  # odd indices are Latin words, left alone
+    return "".join(p if i % 2 or not HAN_ANY.search(p) else convert(p) for i, p in enumerate(parts))
+
+
+def to_simplified(text: str, config: str) -> str:
+    """Convert the CJK runs of ``text`` with OpenCC ``config``; protected spans are untouched."""
+    if config == "off" or not HAN_ANY.search(text):
+        return text
+    convert = _converter(config).convert  # type: ignore[attr-defined]
+    if not ("://" in text or "@" in text or "`" in text):
+        return _convert_segment(text, convert)
+    out, last = [], 0
+    for m in PROTECTED.finditer(text):
+        out.append(_convert_segment(text[last : m.start()], convert))
+        out.append(m.group())
+        last = m.end()
+    out.append(_convert_segment(text[last:], convert))
+    return "".join(out)
+
+
+# -- 8. lines and paragraphs -------------------------------------------------------------------
+TRAILING_SPACE = re.compile("[ \t\u3000]+$", re.MULTILINE)
+BLANK_LINES = re.compile(r"\n{2,}")
 
 
 @dataclass
 class NormalizeParams:
+    opencc: Literal["t2s", "tw2sp", "hk2s", "off"] = param(
+        "t2s", help="Traditional->Simplified OpenCC config applied to CJK runs, or off"
+    )
+    width_fold: bool = param(True, help="fold full-width Latin letters, digits and symbols (CJK-safe)")
+    unicode_form: Literal["NFC", "none"] = param("NFC", help="Unicode normalization form (never NFKC)")
+    repair_mojibake: bool = param(True, help="repair recognisable mojibake (UTF-8 as Latin-1/GBK)")
+    paragraph_separator: str = param("\n\n", help="what a run of blank lines becomes (newlines only)")
     strip_trailing_space: bool = param(True, help="remove spaces and tabs at the end of every line")
+
+    def validate(self) -> None:
+        if not self.paragraph_separator or set(self.paragraph_separator) != {"\n"}:
+            raise ValueError("paragraph_separator must be one or more newlines, e.g. '\\n\\n' or '\\n'")
+
+
+class Normalizer:
+    """The normalization of the module docstring as a callable: ``text -> (text, events)``."""
+
+    def __init__(self, params: NormalizeParams):
+        self.p = params
+        self.separator = params.paragraph_separator
+        # a run of blank lines only needs rewriting when it differs from the separator
+        self.blank_probe = "\n\n\n" if self.separator == "\n\n" else "\n\n"
+
+    def __call__(self, text: str) -> tuple[str, dict[str, int]]:
+        p = self.p
+        events: dict[str, int] = {}
+        if "\x1b" in text:
+            stripped = ANSI.sub("", text)
+            if stripped != text:
+                events["ansi_removed"] = 1
+                text = stripped
+        if "&" in text and CHAR_REF.search(text):
+            text = decode_char_refs(text)
+            events["char_refs_decoded"] = 1
+        ascii_only = text.isascii()
+        if SUSPECT.search(text):
+            text = NEWLINES.sub("\n", text)
+            cleaned = CONTROLS_AND_INVISIBLE.sub("", text)
+            if len(cleaned) != len(text):
+                events["invisible_removed"] = len(text) - len(cleaned)
+                if "&" in cleaned:  # a removal may have joined a reference: "&#3\x0042;"
+                    cleaned = decode_char_refs(cleaned)
+            text = UNICODE_SPACES.sub(" ", cleaned)
+        if p.repair_mojibake and not ascii_only:
+            repaired, fixes = repair_mojibake(text)
+            if fixes:
+                events["mojibake_repaired"] = fixes
+                # a repair may decode to characters step 4 removes: clean again
+                text = UNICODE_SPACES.sub(" ", CONTROLS_AND_INVISIBLE.sub("", NEWLINES.sub("\n", repaired)))
+        if not ascii_only:
+            if p.unicode_form == "NFC" and not unicodedata.is_normalized("NFC", text):
+                text = unicodedata.normalize("NFC", text)
+                events["nfc_changed"] = 1
+            if p.width_fold:
+                folded = fold_width(text)
+                if folded != text:
+                    events["width_folded"] = 1
+                    text = folded
+            if p.opencc != "off":
+                converted = to_simplified(text, p.opencc)
+                if converted != text:
+                    events["opencc_changed"] = 1
+                    text = converted
+        if p.strip_trailing_space and (" \n" in text or "\t\n" in text or "\u3000\n" in text):
+            text = TRAILING_SPACE.sub("", text)
+        if self.blank_probe in text:
+            text = BLANK_LINES.sub(self.separator, text)
+        text = text.lstrip("\n").rstrip()
+        return text, events
+
+
+def normalize_text(text: str, **params: object) -> str:
+    """Normalize one string with the given NormalizeParams fields (a convenience for tests/tools)."""
+    return Normalizer(NormalizeParams(**params))(text)[0]  # type: ignore[arg-type]
 
 
 @register
 class Normalize(MapStage):
-    """Newlines -> \\n (\\r\\n, \\r, U+2028, U+2029, U+0085), trailing spaces removed; empty -> dropped."""
+    """Unicode repair, CJK-safe width folding, OpenCC on CJK runs, newlines; empty -> dropped."""
 
     name = "normalize"
     Params = NormalizeParams
 
+    def __init__(self, params: NormalizeParams):
+        super().__init__(params)
+        self._normalizer = Normalizer(params)
+
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         out: list[StageResult] = []
+        totals: dict[str, int] = {}
+        changed = 0
         for doc in batch:
-            text = NEWLINES.sub("\n", doc.text)
-            if self.params.strip_trailing_space:
-                text = TRAILING_SPACE.sub("", text)
+            text, events = self._normalizer(doc.text)
             if text != doc.text:
-                ctx.stats.count("changed")
-            doc.text = text
-            out.append(doc if text.strip() else Drop(doc, "empty"))
+                changed += 1
+                doc.text = text
+            for k, v in events.items():
+                totals[k] = totals.get(k, 0) + v
+            out.append(doc if text else Drop(doc, "empty"))
+        ctx.stats.count("changed", changed)
+        for k, v in totals.items():
+            ctx.stats.count(k, v)
         return out

@@ -1,0 +1,91 @@
+"""Punctuation filter: long stretches of text without any sentence punctuation.
+
+Score ``max_unpunctuated``: the longest stretch of characters (whitespace not counted) between two
+sentence or clause marks (。！？；，、：… and .!?;,:). With ``newline_breaks`` a line break ends a
+stretch too (for corpora whose lines are sentences without marks, e.g. lists of titles).
+Drop ``no_punctuation`` when it exceeds ``max_chars`` (Chinese documents: Han characters are at
+least ``chinese_at`` of the non-space characters) or ``max_chars_other`` (other documents:
+e-mail and English prose have lists, signatures and code without marks, and a Latin word is
+several characters): keyword lists, SEO spam, concatenated menus and name lists, dumps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from dataprep.document import Document
+from dataprep.stage import param, register
+from stages._charclass import HAN_MASK, SPACE, classify, encode_batch, sentence_punct_table
+from stages._filter_base import RUN_EDGES, CleaningFilter, share
+
+
+def punctuation_batch_scores(texts: list[str], newline_breaks: bool = False) -> list[dict[str, float]]:
+    """max_unpunctuated (non-space characters of the longest stretch without sentence punctuation)
+    and han_share (Han / non-space characters) of each text, vectorised over the batch."""
+    if not texts:
+        return []
+    cps, starts = encode_batch(texts)
+    cls = classify(cps)
+    nonspace = cls != SPACE
+    breaks = sentence_punct_table()[np.minimum(cps, 0xFFFF)] & (cps <= 0xFFFF)
+    if newline_breaks:
+        breaks |= cps == 10
+    breaks[starts[1:] - 1] = True  # the "\n" after each text ends its last stretch
+    cum = np.concatenate([[0], np.cumsum(nonspace)])
+    pos = np.flatnonzero(breaks)
+    prev = np.concatenate([[-1], pos[:-1]])
+    seg = cum[pos] - cum[prev + 1]
+    doc = np.searchsorted(starts, pos, side="right") - 1
+    first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]]))
+    longest = np.maximum.reduceat(seg, first)
+    doc_nonspace = np.add.reduceat(nonspace, starts[:-1])
+    han = HAN_MASK[cls]
+    doc_han = np.add.reduceat(han, starts[:-1])
+    return [
+        {"max_unpunctuated": int(m), "han_share": share(int(h), int(n))}
+        for m, h, n in zip(longest, doc_han, doc_nonspace, strict=True)
+    ]
+
+
+def max_unpunctuated(text: str, newline_breaks: bool = False) -> int:
+    """Length in non-space characters of the longest stretch without sentence punctuation."""
+    return int(punctuation_batch_scores([text], newline_breaks)[0]["max_unpunctuated"])
+
+
+@dataclass
+class PunctuationParams:
+    max_chars: int = param(300, help="Chinese documents: longer stretch without punctuation -> drop")
+    max_chars_other: int = param(600, help="other documents: longer stretch without punctuation -> drop")
+    chinese_at: float = param(0.3, help="share of Han among non-space characters for a Chinese document")
+    newline_breaks: bool = param(False, help="a line break also ends a stretch")
+    keep_scores: bool = param(False, help="store the scores in doc.meta['scores']")
+
+    def validate(self) -> None:
+        if self.max_chars < 1 or self.max_chars_other < 1:
+            raise ValueError("max_chars and max_chars_other must be positive")
+
+
+@register
+class FilterPunctuation(CleaningFilter):
+    """Drop documents with a long stretch that has no sentence punctuation."""
+
+    name = "filter_punctuation"
+    Params = PunctuationParams
+    score_edges: ClassVar[dict[str, list[float]]] = {"max_unpunctuated": RUN_EDGES}
+
+    def score(self, doc: Document) -> dict[str, float]:
+        return punctuation_batch_scores([doc.text], self.params.newline_breaks)[0]
+
+    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
+        return punctuation_batch_scores([d.text for d in batch], self.params.newline_breaks)
+
+    def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
+        p: PunctuationParams = self.params
+        run = scores["max_unpunctuated"]
+        limit = p.max_chars if scores["han_share"] >= p.chinese_at else p.max_chars_other
+        if run > limit:
+            return "no_punctuation", run, f"{run:.0f} chars without punctuation > {limit}"
+        return None

@@ -1,0 +1,178 @@
+"""Hostile-content removal: script/style blocks, long base64 or hex blobs, armored key blocks and
+shell payloads are cut out of documents; each removal is counted (``removed.<kind>``).
+A document left empty is dropped as ``hostile_only``.
+
+Kinds:
+- ``script``: <script>, <style>, <iframe>, <object>, <embed> elements (with contents; an unclosed
+  one up to the end of the document), and javascript: URLs.
+- ``base64``: a run of base64 characters of at least ``min_base64_chars`` (single token, or
+  consecutive lines of 40+ base64 characters), holding upper case, lower case and digits.
+- ``hex``: at least ``min_hex_chars`` hex digits in a row, or 16+ escaped bytes (\\x41\\x42...,
+  0x41, 0x42, ...).
+- ``key_block``: -----BEGIN ...----- ... -----END ...----- armored blocks (keys, signatures).
+- ``shell``: the whole line holding a shell payload: a download piped into a shell or interpreter
+  (curl ... | sh, wget -O- ... | bash, bash <(curl ...), sh -c "$(curl ...)"), base64-decoded
+  text piped into a shell, PowerShell download-and-execute (IEX ... DownloadString,
+  -EncodedCommand), reverse shells (/dev/tcp/, nc -e /bin/sh), fork bombs, rm -rf /.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dataprep.document import Document, Drop
+from dataprep.stage import MapStage, StageContext, StageResult, param, register
+from stages._lines import tidy
+
+SCRIPT = re.compile(
+    r"<(script|style|iframe|object|embed)\b[^>]*>.*?(?:</\1\s*>|\Z)|<(?:embed|iframe)\b[^>]*/?>"
+    r"|javascript:[^\s\"'<>]+",
+    re.I | re.S,
+)
+# armored blocks, except the header of a clear-signed message (its text is content)
+SCRIPT_HINTS = ("<script", "<style", "<iframe", "<object", "<embed", "javascript:")
+KEY_BLOCK = re.compile(
+    r"-----BEGIN ((?!PGP SIGNED MESSAGE)[A-Z0-9 ]+)-----.*?(?:-----END \1-----|\Z)"
+    r"|-----BEGIN PGP SIGNED MESSAGE-----\n(?:Hash: [^\n]*\n)?",
+    re.S,
+)
+HEX_ESCAPES = re.compile(r"(?:\\x[0-9A-Fa-f]{2}){16,}|(?:0x[0-9A-Fa-f]{2},\s*){15,}0x[0-9A-Fa-f]{2}")
+DOWNLOADER = r"(?:curl|wget|fetch|iwr|Invoke-WebRequest)\b"
+SHELL = r"(?:sudo\s+(?:-\S+\s+)*)?(?:ba|z|da|k|c|tc|fi)?sh\b"
+SHELL_PAYLOAD = re.compile(
+    "|".join(
+        [
+            rf"{DOWNLOADER}[^\n|;]*\|\s*{SHELL}",
+            rf"{DOWNLOADER}[^\n|;]*\|\s*(?:sudo\s+)?(?:python[0-9.]*|perl|ruby|php|node)\b",
+            rf"{SHELL}\s+<\(\s*{DOWNLOADER}",
+            rf"{SHELL}\s+-c\s+[\"']?\$\(\s*{DOWNLOADER}",
+            rf"base64\s+(?:-d|--decode|-D)\b[^\n]*\|\s*{SHELL}",
+            r"(?:IEX|Invoke-Expression)\b[^\n]*(?:DownloadString|DownloadFile|Net\.WebClient|iwr|Invoke-WebRequest)",
+            r"powershell(?:\.exe)?\b[^\n]*\s-(?:e|ec|enc|encodedcommand)\s+[A-Za-z0-9+/=]{20,}",
+            r"/dev/tcp/[0-9A-Za-z.-]+/\d+",
+            r"\b(?:nc|ncat|netcat)\b[^\n]*\s-e\s+/bin/(?:ba)?sh",
+            r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
+            r"\brm\s+-(?:rf|fr)\s+(?:--no-preserve-root\s+)?/(?:\s|\*|$)",
+        ]
+    ),
+    re.I | re.M,
+)
+SHELL_HINTS = (
+    "curl",
+    "wget",
+    "fetch",
+    "/dev/tcp",
+    ":()",
+    "rm -",
+    "base64",
+    "nc ",
+    "ncat",
+    "netcat",
+    "IEX",
+    "iex",
+    "Invoke-",
+    "invoke-",
+    "owerShell",
+    "owershell",
+    "OWERSHELL",
+    "CURL",
+    "WGET",
+    "iwr",
+)
+LONG_TOKEN = re.compile(r"[!-~]{40}")
+BASE64_LINE_HINT = re.compile(r"\n[A-Za-z0-9+/]{40}")
+BASE64_LINE = r"[A-Za-z0-9+/]{40,}={0,2}"
+
+
+@dataclass
+class HostileParams:
+    min_base64_chars: int = param(200, help="shortest base64 blob removed")
+    min_hex_chars: int = param(128, help="shortest run of hex digits removed")
+    remove_scripts: bool = param(True, help="remove script/style/iframe/object/embed and javascript: URLs")
+    remove_blobs: bool = param(True, help="remove base64 and hex blobs and armored key blocks")
+    remove_shell: bool = param(True, help="remove lines holding shell payloads")
+
+    def validate(self) -> None:
+        if self.min_base64_chars < 40 or self.min_hex_chars < 32:
+            raise ValueError("min_base64_chars must be >= 40 and min_hex_chars >= 32")
+
+
+def _mixed_base64(s: str) -> bool:
+    return any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
+
+
+@register
+class HostileContent(MapStage):
+    """Cut scripts, encoded blobs and shell payloads out of documents; count each removal."""
+
+    name = "hostile_content"
+    Params = HostileParams
+
+    def __init__(self, params: HostileParams):
+        super().__init__(params)
+        n = params.min_base64_chars
+        lines = rf"(?:^{BASE64_LINE}[ \t]*\n){{2,}}(?:^[A-Za-z0-9+/]*={{0,2}}[ \t]*$)?"
+        self.base64_lines = re.compile(lines, re.M)
+        self.base64 = re.compile(rf"[A-Za-z0-9+/]{{{n},}}={{0,2}}")
+        self.hex = re.compile(rf"(?<![0-9A-Za-z])[0-9A-Fa-fx]{{{params.min_hex_chars},}}+(?![0-9A-Za-z])")
+        self._min_b64 = n
+
+    def clean(self, text: str, removed: dict[str, int]) -> str:
+        """``text`` with hostile content removed; counts removals per kind into ``removed``."""
+        p = self.params
+
+        def counted(kind: str, repl: str = ""):  # type: ignore[no-untyped-def]
+            def f(m: re.Match[str]) -> str:
+                removed[kind] = removed.get(kind, 0) + 1
+                return repl
+
+            return f
+
+        if p.remove_scripts and ("<" in text or ":" in text) and any(t in text.lower() for t in SCRIPT_HINTS):
+            text = SCRIPT.sub(counted("script", " "), text)
+        if p.remove_blobs:
+            if "-----BEGIN " in text:
+                text = KEY_BLOCK.sub(counted("key_block"), text)
+
+            def blob(m: re.Match[str]) -> str:
+                s = m.group()
+                if len(s.replace("\n", "").strip()) < self._min_b64 or not _mixed_base64(s):
+                    return s
+                removed["base64"] = removed.get("base64", 0) + 1
+                return "\n" if s.endswith("\n") else ""
+
+            if LONG_TOKEN.search(text):
+                if BASE64_LINE_HINT.search(text):
+                    text = self.base64_lines.sub(blob, text)
+                text = self.base64.sub(blob, text)
+                text = self.hex.sub(counted("hex"), text)
+            if "\\x" in text or "0x" in text:
+                text = HEX_ESCAPES.sub(counted("hex"), text)
+        if p.remove_shell and any(k in text for k in SHELL_HINTS):
+            lines = text.split("\n")
+            kept = [
+                line
+                for line in lines
+                if not (any(k in line for k in SHELL_HINTS) and SHELL_PAYLOAD.search(line))
+            ]
+            if len(kept) != len(lines):
+                removed["shell"] = removed.get("shell", 0) + len(lines) - len(kept)
+                text = "\n".join(kept)
+        return text
+
+    def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        out: list[StageResult] = []
+        removed: dict[str, int] = {}
+        changed = 0
+        for doc in batch:
+            before = sum(removed.values())
+            text = self.clean(doc.text, removed)
+            if sum(removed.values()) != before:
+                changed += 1
+                doc.text = tidy(text)
+            out.append(doc if doc.text else Drop(doc, "hostile_only"))
+        for kind, n in removed.items():
+            ctx.stats.count(f"removed.{kind}", n)
+        ctx.stats.count("docs_changed", changed)
+        return out

@@ -1,0 +1,54 @@
+"""The default recipe on sample_corpus/: cleaning shows up in stats.json and report.html."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pytest
+
+from dataprep.executor import prepare
+from dataprep.recipe import load_recipe
+
+ROOT = Path(__file__).resolve().parent.parent
+CLEANING = [
+    "html_to_text",
+    "normalize",
+    "hostile_content",
+    "boilerplate",
+    "filter_length",
+    "filter_script",
+    "filter_garbled",
+    "filter_punctuation",
+    "filter_repetition",
+    "pii",
+]
+
+
+@pytest.mark.slow
+def test_default_recipe_reports_cleaning(tmp_path: Path) -> None:
+    recipe = load_recipe("default")
+    labels = [s.label for s in recipe.stages]
+    assert labels[: len(CLEANING)] == CLEANING and labels.index("exact_dedup") == len(CLEANING)
+    out = tmp_path / "out"
+    stats = prepare([str(ROOT / "sample_corpus")], out, recipe, workers=2, quiet=True)
+    stages = {s["label"]: s for s in stats["stages"]}
+    assert stages["html_to_text"]["counters"]["emails"] > 200
+    assert stages["normalize"]["counters"]["opencc_changed"] > 500  # Traditional Tang poems
+    assert stages["boilerplate"]["counters"]["lines_removed.prompt"] > 0
+    assert stages["pii"]["counters"]["pii.email"] > 0
+    assert stages["filter_length"]["drops"]["too_short"] > 0
+    for name in CLEANING:
+        if name.startswith("filter_"):
+            hists = stages[name]["histograms"]
+            assert hists and all(sum(h["counts"]) == stages[name]["docs_in"] for h in hists.values())
+    report = html.unescape((out / "report.html").read_text(encoding="utf-8"))
+    for name in (
+        "filter_script: han_share",
+        "filter_repetition: top_2gram",
+        "filter_garbled: rare_han_share",
+    ):
+        assert name in report
+    saved = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert [s["label"] for s in saved["stages"]][1 : len(CLEANING) + 1] == CLEANING

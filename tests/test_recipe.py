@@ -24,7 +24,7 @@ def variant(**changes: object) -> dict:
         (variant(stages=[{"nope": {}}]), "unknown stage 'nope'; known stages:"),
         (
             variant(stages=[{"normalize": {"bogus": 1}}]),
-            "unknown parameter(s) bogus; valid: strip_trailing_space",
+            "unknown parameter(s) bogus; valid: opencc, paragraph_separator",
         ),
         (variant(stages=[{"normalize": {"strip_trailing_space": "yes"}}]), "expected true or false"),
         (variant(stages=[{"pack": {"seq_length": "long"}}]), "expected an integer"),
@@ -54,7 +54,7 @@ def test_defaults_are_resolved_and_hash_is_stable(tmp_path: Path) -> None:
     minimal = {"stages": ["normalize", {"exact_dedup": None}]}
     r = parse_recipe(minimal, "m.yaml")
     resolved = r.resolved()
-    assert resolved["stages"][0] == {"normalize": {"strip_trailing_space": True}}
+    assert resolved["stages"][0]["normalize"]["strip_trailing_space"] is True
     assert resolved["input"]["on_error"] == "skip" and resolved["input"]["text_field"] == "text"
     again = parse_recipe(resolved, "resolved")
     assert again.hash() == r.hash()

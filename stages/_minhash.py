@@ -397,3 +397,88 @@ def pair_jaccard(
     inter = np.bincount((keys[1:][same] >> U64(32)).astype(np.int64), minlength=n)
     union = la + lb - inter
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+class UnionFind:
+    """Disjoint sets over 0..n-1 with vectorised union of many pairs at once.
+
+    Invariant: parent[x] <= x, so the root of a set is its smallest member and hooking a larger
+    root under a smaller one can never make a cycle. Memory: one int32 (int64 past 2^31) per node.
+    """
+
+    def __init__(self, n: int):
+        self.parent = np.arange(n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+
+    def find(self, x: np.ndarray) -> np.ndarray:
+        """Roots of ``x`` (pointer jumping; the visited nodes are compressed)."""
+        r = self.parent[x]
+        while True:
+            up = self.parent[r]
+            if np.array_equal(up, r):
+                break
+            r = up
+        self.parent[x] = r
+        return r
+
+    def union(self, u: np.ndarray, v: np.ndarray) -> int:
+        """Merge the sets of every pair (u[i], v[i]); returns how many pairs joined two sets."""
+        joined = 0
+        first = True
+        while len(u):
+            ru, rv = self.find(u), self.find(v)
+            apart = ru != rv
+            if first:
+                joined = int(np.count_nonzero(apart))
+                first = False
+            if not apart.any():
+                break
+            ru, rv, u, v = ru[apart], rv[apart], u[apart], v[apart]
+            np.minimum.at(self.parent, np.maximum(ru, rv), np.minimum(ru, rv).astype(self.parent.dtype))
+        return joined
+
+    def compress(self) -> None:
+        """Point every node straight at its root."""
+        while True:
+            up = self.parent[self.parent]
+            if np.array_equal(up, self.parent):
+                return
+            self.parent = up
+
+    def roots(self) -> np.ndarray:
+        self.compress()
+        return self.parent
+
+
+SMALL_GROUP = 8
+
+
+def group_pairs(members: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs (u, v) inside groups of documents that share a band key.
+
+    members: document indices, group after group; starts/sizes: each group's first index in
+    ``members`` and its size (>= 2). Groups of up to SMALL_GROUP documents give all their pairs;
+    larger ones give a star (first member with every other) plus a chain (each with the next),
+    so every group stays connected with O(size) pairs."""
+    us: list[np.ndarray] = []
+    vs: list[np.ndarray] = []
+    small = sizes <= SMALL_GROUP
+    for s in np.unique(sizes[small]):
+        i, j = np.triu_indices(int(s), k=1)
+        base = starts[small & (sizes == s)][:, None]
+        us.append(members[(base + i[None, :]).ravel()])
+        vs.append(members[(base + j[None, :]).ravel()])
+    big = np.flatnonzero(~small)
+    if big.size:
+        big_starts, big_sizes = starts[big], sizes[big]
+        rel = np.arange(int(big_sizes.sum())) - np.repeat(np.cumsum(big_sizes) - big_sizes, big_sizes)
+        pos = np.repeat(big_starts, big_sizes) + rel
+        others = rel > 0
+        us.append(members[np.repeat(big_starts, big_sizes)[others]])
+        vs.append(members[pos[others]])
+        chain = rel > 1  # (first, second) is already in the star
+        us.append(members[pos[chain] - 1])
+        vs.append(members[pos[chain]])
+    if not us:
+        empty = np.zeros(0, dtype=members.dtype)
+        return empty, empty
+    return np.concatenate(us), np.concatenate(vs)

@@ -54,10 +54,12 @@ class MinhashDedupParams:
     )
     bands: int = param(0, help="LSH bands; 0: chosen with rows from threshold and the weights")
     rows: int = param(0, help="signature rows per band; 0: chosen with bands")
-    fp_weight: float = param(0.5, help="weight of the false-positive area when choosing bands x rows")
-    fn_weight: float = param(0.5, help="weight of the false-negative area when choosing bands x rows")
+    fp_weight: float = param(0.1, help="weight of the false-positive area when choosing bands x rows")
+    fn_weight: float = param(
+        0.9, help="weight of the false-negative area (high: more candidates, verification removes the excess)"
+    )
     verify: Literal["none", "signature", "exact"] = param(
-        "signature",
+        "exact",
         help="check candidate pairs: estimated Jaccard (signature), Jaccard of the shingle sets "
         "(exact; spills ~the text size to disk), or not at all (none)",
     )

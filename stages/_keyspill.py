@@ -92,9 +92,11 @@ class Partition:
         return order, starts
 
 
-def partitions(paths: list[Path], budget: int = DEFAULT_BUDGET) -> Iterator[Partition]:
+def partitions(paths: list[Path], budget: int | None = None) -> Iterator[Partition]:
     """Partitions of the entries of all ``paths`` (task order) with at most ~``budget`` entries
-    each (assuming uniformly distributed keys); every key lands in exactly one partition."""
+    (default DEFAULT_BUDGET) each, assuming uniformly distributed keys; every key lands in
+    exactly one partition."""
+    budget = budget or DEFAULT_BUDGET
     files = [load_entries(p) for p in paths]
     total = sum(len(f) for f in files)
     bits = 0

@@ -115,6 +115,13 @@ def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
     return fold, cls
 
 
+@functools.lru_cache(maxsize=4)
+def _packed_table(fold_variants: bool) -> np.ndarray:
+    """fold | class << 22 in one uint32 table (one gather per code point instead of two)."""
+    fold, cls = char_tables(fold_variants)
+    return fold | (cls.astype(np.uint32) << np.uint32(22))
+
+
 @dataclass(frozen=True)
 class ShingleBatch:
     """Shingle sets of a batch of documents.
@@ -141,6 +148,11 @@ _WORD_SALT = U64(0x165667B19E3779F9)
 _CJK_SALT = U64(0x27D4EB2F165667C5)
 
 
+def _powers32(n: int) -> np.ndarray:
+    """_P_CHAR**i mod 2^32 for i in [0, n), as uint32."""
+    return (_powers(int(_P_CHAR), n) & MASK32).astype(np.uint32)
+
+
 def _powers(base: int, n: int) -> np.ndarray:
     """base**i mod 2^64 for i in [0, n), as uint64."""
     out = np.empty(max(n, 1), dtype=np.uint64)
@@ -152,33 +164,25 @@ def _powers(base: int, n: int) -> np.ndarray:
     return out[:n]
 
 
-@functools.lru_cache(maxsize=8)
-def _cached_powers(base: int, inverse: bool, n: int) -> np.ndarray:
-    b = pow(base, -1, 1 << 64) if inverse else base
-    return _powers(b, n)
-
-
-def _power_table(base: U64, inverse: bool, n: int) -> np.ndarray:
-    size = 1 << max(16, int(n - 1).bit_length())  # cache by power of two to bound recomputation
-    return _cached_powers(int(base), inverse, size)[:n]
-
-
 def shingle_batch(
     texts: list[str], ngram_cjk: int = 5, ngram_word: int = 5, fold_variants: bool = True
 ) -> ShingleBatch:
     """Simplify, tokenise and shingle ``texts`` (see the module docstring); returns their shingle
     sets as sorted unique uint32 hashes."""
     n_docs = len(texts)
-    fold, cls_table = char_tables(fold_variants)
     joined = "\n".join(texts) + "\n"
-    cp = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+    packed = _packed_table(fold_variants)[np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)]
+    cls = (packed >> np.uint32(22)).astype(np.uint8)
+    cp = packed & np.uint32(0x3FFFFF)
+    del packed
     lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=n_docs)
-    doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-    cls = cls_table[cp]
-    cp = fold[cp]
     keep = cls != IGNORED
     if not keep.all():
-        cp, cls, doc_of = cp[keep], cls[keep], doc_of[keep]
+        starts = np.zeros(n_docs, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        lengths = np.add.reduceat(keep, starts).astype(np.int64)
+        cp, cls = cp[keep], cls[keep]
+    doc_end = np.cumsum(lengths)  # position after each document's separator
     is_word = cls == WORD
     is_cjk = cls == CJK
     # word runs: start where a WORD char follows a non-WORD char (docs are separated by "\n")
@@ -187,27 +191,27 @@ def shingle_batch(
     prev_word[1:] = is_word[:-1]
     run_start = is_word & ~prev_word
     token_at = is_cjk | run_start
-    # hash of each word run: polynomial prefix sums over its code points, made position-free
-    word_pos = np.flatnonzero(is_word)
+    # hash of each word run: sum_i (c_i + 1) * P^i mod 2^32 over its code points (i: offset in the
+    # run), with the run length, through splitmix64; computed over the whole batch, non-word
+    # positions contributing 0
+    run_starts = np.flatnonzero(run_start)
     with np.errstate(over="ignore"):
-        if word_pos.size:
-            wcp = cp[word_pos].astype(np.uint64) + U64(1)
-            pw = _power_table(_P_CHAR, False, len(cp))[word_pos]
-            prefix = np.cumsum(wcp * pw, dtype=np.uint64)
-            # runs in word_pos order: start indices where run_start holds
-            starts_in_w = np.flatnonzero(run_start[word_pos])
-            ends_in_w = np.append(starts_in_w[1:], word_pos.size) - 1
-            before = np.where(starts_in_w > 0, prefix[np.maximum(starts_in_w - 1, 0)], U64(0))
-            raw = (prefix[ends_in_w] - before) * _power_table(_P_CHAR, True, len(cp))[word_pos[starts_in_w]]
-            run_len = (ends_in_w - starts_in_w + 1).astype(np.uint64)
+        if run_starts.size:
+            idx = np.arange(cp.size, dtype=np.int32)
+            offset = idx - np.maximum.accumulate(np.where(run_start, idx, 0))
+            offset = np.where(is_word, offset, 0)
+            powers = _powers32(int(offset.max()) + 1)
+            terms = np.where(is_word, (cp + np.uint32(1)) * powers[offset], np.uint32(0))
+            raw = np.add.reduceat(terms, run_starts, dtype=np.uint64)
+            run_len = np.add.reduceat(is_word, run_starts, dtype=np.uint64)
             word_hash = _mix64(raw ^ (run_len * _WORD_SALT))
         token_pos = np.flatnonzero(token_at)
         values = np.empty(token_pos.size, dtype=np.uint64)
         tok_is_cjk = is_cjk[token_pos]
         values[tok_is_cjk] = _mix64(cp[token_pos[tok_is_cjk]].astype(np.uint64) + _CJK_SALT)
-        if word_pos.size:
+        if run_starts.size:
             values[~tok_is_cjk] = word_hash
-    tok_doc = doc_of[token_pos]
+    tok_doc = np.searchsorted(doc_end, token_pos, side="right")
     n_tok = np.bincount(tok_doc, minlength=n_docs)
     n_cjk = np.bincount(tok_doc[tok_is_cjk], minlength=n_docs)
     doc_cjk = 2 * n_cjk >= n_tok

@@ -137,6 +137,8 @@ class ExactDedup(GlobalStage):
         if self._decision is None:
             self._decision = json.loads((ctx.work_dir / f"{ctx.task_id}.decision.json").read_text())
             self._position = self._next = 0
+            for suffix in (".keys.npy", ".ids.parquet", ".survivor.npy", ".size.npy"):  # no longer needed
+                (ctx.work_dir / f"{ctx.task_id}{suffix}").unlink(missing_ok=True)
         d = self._decision
         drops = d["drop"]
         out: list[StageResult] = []

@@ -15,7 +15,8 @@ decide (driver, once): band after band, sort the band's keys of all documents, t
   only for candidate pairs.
   Survivor of a cluster (connected component): the longest document (characters), then the
   earliest in corpus order (task, then row). Cluster id = the survivor's corpus position.
-apply: the other members are dropped as ``near_duplicate``; score = their similarity to the
+apply: (first deleting the task's spilled files, no longer needed once decided) the other
+  members are dropped as ``near_duplicate``; score = their similarity to the
   survivor (exact Jaccard with ``verify: exact``, else the signature estimate); rejected/ records
   carry ``extra`` = {"cluster", "survivor", "cluster_size", "similarity"}.
 stats: histogram ``cluster_size``; counters ``clusters``, ``docs_in_clusters``,
@@ -41,6 +42,7 @@ from stages._keyspill import lookup_ids
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
 PAIR_CHUNK = 200_000
+SPILL_SUFFIXES = (".bands.parquet", ".sig.u32", ".shingles.u32", ".offsets.i64")
 
 
 @dataclass
@@ -414,6 +416,8 @@ class MinhashDedup(GlobalStage):
         if self._decision is None:
             self._decision = json.loads((ctx.work_dir / f"{ctx.task_id}.decision.json").read_text())
             self._position = self._next = 0
+            for suffix in SPILL_SUFFIXES:  # decided: the spills are no longer needed
+                (ctx.work_dir / f"{ctx.task_id}{suffix}").unlink(missing_ok=True)
         d = self._decision
         drops = d["drop"]
         out: list[StageResult] = []

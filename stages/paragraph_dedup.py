@@ -9,8 +9,8 @@ document counts once for that document; in the documents it is removed from, eve
 goes. A document left without text is dropped as ``duplicate_paragraphs``.
 
 compute: spill (xxh3-128 of the paragraph, row) entries per task (see ``_keyspill``).
-decide:  group equal paragraphs over the corpus in key-range partitions (bounded memory) and mark,
-         per task, the entries to remove.
+decide:  group equal paragraphs over the corpus in key-range partitions (bounded memory) and write,
+         per task, the (paragraph, row) entries to remove.
 apply:   rebuild each affected document without its marked paragraphs.
 stats:   counters ``paragraphs`` (distinct per document, long enough), ``repeated_paragraphs``,
          ``boilerplate_paragraphs`` (distinct texts over max_docs), ``paragraphs_removed``,
@@ -19,6 +19,7 @@ stats:   counters ``paragraphs`` (distinct per document, long enough), ``repeate
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -138,6 +139,14 @@ class ParagraphDedup(GlobalStage):
             removed += int(np.count_nonzero(remove_sorted))
         bar.close()
         marks.close()
+        for t in ctx.task_ids:  # per task: the entries to remove, all apply needs
+            entries = np.load(ctx.work_dir / f"{t}.keys.npy")
+            mask = np.load(ctx.work_dir / f"{t}.remove.npy").astype(bool)
+            path = ctx.work_dir / f"{t}.decision.npy"
+            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+            with open(tmp, "wb") as f:
+                np.save(f, entries[mask])
+            os.replace(tmp, path)
         ctx.stats.count("paragraphs", sum(counts))
         ctx.stats.count("repeated_paragraphs", repeated)
         ctx.stats.count("boilerplate_paragraphs", boilerplate)
@@ -145,9 +154,7 @@ class ParagraphDedup(GlobalStage):
         return {}
 
     def _load_removals(self, ctx: StageContext) -> dict[int, set[tuple[int, int]]]:
-        entries = np.load(ctx.work_dir / f"{ctx.task_id}.keys.npy")
-        mask = np.load(ctx.work_dir / f"{ctx.task_id}.remove.npy").astype(bool)
-        chosen = entries[mask]
+        chosen = np.load(ctx.work_dir / f"{ctx.task_id}.decision.npy")
         out: dict[int, set[tuple[int, int]]] = {}
         for hi, lo, row in zip(
             chosen["hi"].tolist(), chosen["lo"].tolist(), chosen["row"].tolist(), strict=True

@@ -179,22 +179,39 @@ class IdSpill:
         import pyarrow.parquet as pq
 
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        pq.write_table(pa.table({"id": pa.array(self.ids, pa.string())}), tmp, compression="zstd")
+        table = pa.table({"id": pa.array(self.ids, pa.string())})
+        pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP)
         os.replace(tmp, path)
         self.ids = []
 
 
-def lookup_ids(paths: list[Path], offsets: np.ndarray, positions: np.ndarray) -> dict[int, str]:
-    """{global position: document id} for ``positions`` (global = offsets[task] + row); reads
-    only the id files of tasks that hold one of them."""
+ROW_GROUP = 1 << 14
+
+
+def read_rows(path: Path, columns: list[str], rows: np.ndarray) -> dict[str, list]:
+    """Values of ``columns`` at ``rows`` (sorted, unique) of a Parquet file, reading only the row
+    groups that hold them (memory: those row groups, not the file)."""
     import pyarrow.parquet as pq
 
+    f = pq.ParquetFile(path)
+    sizes = [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    group_of = np.searchsorted(starts, rows, side="right") - 1
+    out: dict[str, list] = {c: [] for c in columns}
+    for g in np.unique(group_of):
+        table = f.read_row_group(int(g), columns=columns).take(rows[group_of == g] - starts[g])
+        for c in columns:
+            out[c] += table.column(c).to_pylist()
+    return out
+
+
+def lookup_ids(paths: list[Path], offsets: np.ndarray, positions: np.ndarray) -> dict[int, str]:
+    """{global position: document id} for ``positions`` (global = offsets[task] + row); reads
+    only the row groups of the id files that hold one of them."""
     wanted = np.unique(np.asarray(positions, dtype=np.int64))
     out: dict[int, str] = {}
     tasks = np.searchsorted(offsets, wanted, side="right") - 1
     for t in np.unique(tasks):
-        local = wanted[tasks == t] - offsets[t]
-        column = pq.read_table(paths[int(t)], columns=["id"]).column("id")
-        names = column.take(local).to_pylist()
-        out.update({int(p): n for p, n in zip(wanted[tasks == t], names, strict=True)})
+        names = read_rows(paths[int(t)], ["id"], wanted[tasks == t] - offsets[t])["id"]
+        out.update({int(p): n for p, n in zip(wanted[tasks == t].tolist(), names, strict=True)})
     return out

@@ -353,6 +353,7 @@ def false_negative_area(threshold: float, bands: int, rows: int) -> float:
     return _integrate(lambda s: (1.0 - s**rows) ** bands, threshold, 1.0)
 
 
+@functools.lru_cache(maxsize=64)
 def optimal_bands(
     threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5
 ) -> tuple[int, int]:

@@ -26,6 +26,7 @@ stats: histogram ``cluster_size``; counters ``clusters``, ``docs_in_clusters``,
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -38,10 +39,11 @@ from dataprep.document import Document, Drop
 from dataprep.io import write_text_atomic
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from stages import _minhash as mh
-from stages._keyspill import lookup_ids
+from stages._keyspill import lookup_ids, read_rows
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
-PAIR_CHUNK = 200_000
+PAIR_CHUNK = 100_000  # pairs verified at once
+SHINGLE_CHUNK = 1_000_000  # shingles of the pairs verified at once (exact): ~40 MB of work space
 SPILL_SUFFIXES = (".bands.parquet", ".sig.u32", ".shingles.u32", ".offsets.i64")
 
 
@@ -216,30 +218,36 @@ class _Corpus:
         return out
 
     def similarity(self, u: np.ndarray, v: np.ndarray, exact: bool) -> np.ndarray:
-        """Jaccard of the pairs (u[i], v[i]): exact from the shingle sets, else estimated."""
+        """Jaccard of the pairs (u[i], v[i]): exact from the shingle sets, else estimated. Pairs
+        are taken in chunks of at most PAIR_CHUNK pairs and SHINGLE_CHUNK shingles (memory)."""
         out = np.empty(len(u), dtype=np.float64)
-        for lo in range(0, len(u), PAIR_CHUNK):
-            a, b = u[lo : lo + PAIR_CHUNK], v[lo : lo + PAIR_CHUNK]
+        if exact:
+            weight = np.cumsum(self.shingles[u].astype(np.int64) + self.shingles[v])
+            cuts = np.searchsorted(
+                weight, np.arange(SHINGLE_CHUNK, int(weight[-1]) if len(weight) else 0, SHINGLE_CHUNK)
+            )
+            bounds = sorted({0, len(u), *cuts.tolist(), *range(0, len(u), PAIR_CHUNK)})
+        else:
+            bounds = sorted({0, len(u), *range(0, len(u), PAIR_CHUNK)})
+        for lo, hi in itertools.pairwise(bounds):
+            if hi <= lo:
+                continue
+            a, b = u[lo:hi], v[lo:hi]
             if exact:
-                out[lo : lo + len(a)] = mh.pair_jaccard(self.shingle_sets(a), self.shingle_sets(b))
+                out[lo:hi] = mh.pair_jaccard(self.shingle_sets(a), self.shingle_sets(b))
             else:
-                out[lo : lo + len(a)] = (self.signatures(a) == self.signatures(b)).mean(axis=1)
+                out[lo:hi] = (self.signatures(a) == self.signatures(b)).mean(axis=1)
         return out
 
     def previews(self, pos: np.ndarray) -> dict[int, tuple[str, str]]:
-        import pyarrow.parquet as pq
-
+        """{position: (id, preview)}, reading only the row groups that hold them."""
+        pos = np.unique(np.asarray(pos, dtype=np.int64))
         out: dict[int, tuple[str, str]] = {}
-        task, row = self._split(np.asarray(pos, dtype=np.int64))
+        task, row = self._split(pos)
         for t in np.unique(task):
             sel = task == t
-            table = pq.read_table(self.band_paths[int(t)], columns=["id", "preview"]).take(row[sel])
-            for p, i, text in zip(
-                np.asarray(pos)[sel].tolist(),
-                table.column("id").to_pylist(),
-                table.column("preview").to_pylist(),
-                strict=True,
-            ):
+            got = read_rows(self.band_paths[int(t)], ["id", "preview"], row[sel])
+            for p, i, text in zip(pos[sel].tolist(), got["id"], got["preview"], strict=True):
                 out[p] = (i, text)
         return out
 

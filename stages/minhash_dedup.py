@@ -10,9 +10,9 @@ decide (driver, once): band after band, sort the band's keys of all documents, t
   equal keys into candidate pairs, drop pairs already connected, verify the rest (``verify``:
   ``signature`` = estimated Jaccard >= threshold, ``exact`` = Jaccard of the shingle sets >=
   threshold, ``none``), and union them (vectorised union-find). Memory: the union-find parent
-  (4 bytes), length and shingle count (8 bytes) of every document, plus one band's keys and sort
-  order (~32 bytes) at a time: ~44 bytes per document; signatures are read from the mapped files
-  only for candidate pairs.
+  (4 bytes), length and shingle count (8 bytes) of every document, plus one band's key
+  buffer (8 bytes + 2) at a time: ~22 bytes per document (bench/bench_dedup_decide_memory.py);
+  signatures and shingle sets are read from memory-mapped files for candidate pairs only.
   Survivor of a cluster (connected component): the longest document (characters), then the
   earliest in corpus order (task, then row). Cluster id = the survivor's corpus position.
 apply: (first deleting the task's spilled files, no longer needed once decided) the other
@@ -42,7 +42,7 @@ from stages import _minhash as mh
 from stages._keyspill import lookup_ids, read_rows
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
-PAIR_CHUNK = 100_000  # pairs verified at once
+PAIR_CHUNK = 20_000  # pairs verified at once (signature: 2 x 20k x num_perm x 4 bytes)
 SHINGLE_CHUNK = 1_000_000  # shingles of the pairs verified at once (exact): ~40 MB of work space
 SPILL_SUFFIXES = (".bands.parquet", ".sig.u32", ".shingles.u32", ".offsets.i64")
 
@@ -252,6 +252,52 @@ class _Corpus:
         return out
 
 
+NEIGHBOUR_CHUNK = 1 << 20
+
+
+def _band_candidates(keys: np.ndarray, shingles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs of one band: documents (positions) with equal band keys.
+
+    Works in place on ``keys`` (uint64 [docs], consumed): the low ceil(log2 docs) bits of each key
+    are replaced by the document's position and the array is sorted, so equal keys become
+    neighbours ordered by position, without an argsort index. Memory: the keys (8 bytes) plus
+    two bytes per document. Documents without shingles are never candidates. (Dropping the low
+    bits merges keys that differ only there: a few extra candidates in huge corpora, which
+    verification rejects.)"""
+    n = len(keys)
+    if n < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    bits = int(n - 1).bit_length()
+    low = np.uint64((1 << bits) - 1)
+    for lo in range(0, n, NEIGHBOUR_CHUNK):
+        chunk = keys[lo : lo + NEIGHBOUR_CHUNK]
+        chunk &= ~low
+        chunk |= np.arange(lo, lo + len(chunk), dtype=np.uint64)
+    keys.sort()
+    same = np.empty(n - 1, dtype=bool)  # keys[i] and keys[i + 1] share a band key
+    for lo in range(0, n - 1, NEIGHBOUR_CHUNK):
+        hi = min(lo + NEIGHBOUR_CHUNK, n - 1)
+        np.less_equal(keys[lo + 1 : hi + 1] ^ keys[lo:hi], low, out=same[lo:hi])
+    in_group = np.zeros(n, dtype=bool)
+    in_group[:-1] |= same
+    in_group[1:] |= same
+    del same
+    picked = keys[np.flatnonzero(in_group)]
+    del in_group
+    members = (picked & low).astype(np.int64)
+    group_key = picked >> np.uint64(bits)
+    keep = shingles[members] > 0
+    members, group_key = members[keep], group_key[keep]
+    if len(members) < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    starts = np.flatnonzero(np.r_[True, group_key[1:] != group_key[:-1]])
+    sizes = np.diff(np.append(starts, len(members)))
+    multi = sizes > 1
+    return mh.group_pairs(members, starts[multi], sizes[multi])
+
+
 @register
 class MinhashDedup(GlobalStage):
     """Drop near duplicates (MinHash LSH on CJK character / word shingles), one survivor per cluster."""
@@ -304,23 +350,10 @@ class MinhashDedup(GlobalStage):
         corpus = _Corpus(ctx.work_dir, ctx.task_ids, p.num_perm, exact)
         n = corpus.n
         uf = mh.UnionFind(n)
-        has_shingles = np.flatnonzero(corpus.shingles > 0).astype(np.int64)
         candidates = verified = rejected = 0
         bar = phase_bar(f"minhash_dedup: LSH {bands} bands x {rows} rows over {n:,} docs", bands, "band")
         for j in range(bands):
-            keys = corpus.band(j)[has_shingles]
-            order = np.argsort(keys, kind="stable")
-            keys = keys[order]
-            members = has_shingles[order]
-            del order
-            starts = np.ones(len(keys), dtype=bool)
-            if len(keys) > 1:
-                starts[1:] = keys[1:] != keys[:-1]
-            del keys
-            first = np.flatnonzero(starts)
-            sizes = np.diff(np.append(first, len(members)))
-            multi = sizes > 1
-            u, v = mh.group_pairs(members, first[multi], sizes[multi])
+            u, v = _band_candidates(corpus.band(j), corpus.shingles)
             candidates += len(u)
             if len(u):
                 apart = uf.find(u) != uf.find(v)
@@ -335,28 +368,30 @@ class MinhashDedup(GlobalStage):
             bar.update(1)
         bar.close()
         roots = uf.roots()
-        comp_size = np.bincount(roots, minlength=n)
-        clustered = np.flatnonzero(comp_size[roots] > 1)
+        not_root = np.flatnonzero(roots != np.arange(n, dtype=roots.dtype))
+        clustered = np.union1d(not_root, roots[not_root]).astype(np.int64)
+        del not_root
         # survivor: longest, then earliest position
         order = np.lexsort((clustered, -corpus.length[clustered].astype(np.int64), roots[clustered]))
         members = clustered[order]
-        member_roots = roots[members]
+        member_roots = roots[members].astype(np.int64)
         first = np.ones(len(members), dtype=bool)
         first[1:] = member_roots[1:] != member_roots[:-1]
-        survivor_of_root = np.full(n, -1, dtype=np.int64)
-        survivor_of_root[member_roots[first]] = members[first]
+        cluster_root = member_roots[first]  # ascending
+        cluster_size = np.diff(np.append(np.flatnonzero(first), len(members)))
         dropped = members[~first]
-        survivor = survivor_of_root[roots[dropped]]
-        size = comp_size[roots[dropped]]
+        which = np.searchsorted(cluster_root, member_roots[~first])
+        survivor = members[first][which]
+        size = cluster_size[which]
         score = corpus.similarity(dropped, survivor, exact) if len(dropped) else np.zeros(0)
-        ctx.stats.histogram("cluster_size", CLUSTER_EDGES).add(comp_size[member_roots[first]])
+        ctx.stats.histogram("cluster_size", CLUSTER_EDGES).add(cluster_size)
         for name, value in (
             ("clusters", int(np.count_nonzero(first))),
             ("docs_in_clusters", len(members)),
             ("candidate_pairs", candidates),
             ("pairs_verified", verified),
             ("pairs_rejected", rejected),
-            ("no_shingles", n - len(has_shingles)),
+            ("no_shingles", int(np.count_nonzero(corpus.shingles == 0))),
         ):
             ctx.stats.count(name, value)
         names = lookup_ids(corpus.band_paths, corpus.offsets, survivor)

@@ -530,7 +530,7 @@ def prepare(
     artifacts: dict[str, Any] = {}
     driver_stats = {label: StageStats() for label in labels}
     for i, st in enumerate(stages):
-        st.setup(_driver_ctx(run, i, labels[i], task_ids, recipe, artifacts, driver_stats, workers))
+        st.setup(_driver_ctx(run, i, labels[i], task_ids, recipe, artifacts, driver_stats, workers, quiet))
     manifest_parts: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
     total_bytes = sum(t.nbytes for t in plan.tasks)
@@ -577,7 +577,15 @@ def prepare(
                     assert isinstance(st, GlobalStage)
                     entries = st.decide(
                         _driver_ctx(
-                            run, p.compute, label, task_ids, recipe, artifacts, {label: dstats}, workers
+                            run,
+                            p.compute,
+                            label,
+                            task_ids,
+                            recipe,
+                            artifacts,
+                            {label: dstats},
+                            workers,
+                            quiet,
                         )
                     )
                     result = {
@@ -625,6 +633,7 @@ def _driver_ctx(
     artifacts: dict[str, Any],
     stats: dict[str, StageStats],
     workers: int,
+    quiet: bool = False,
 ) -> DriverContext:
     work = run.stage_dir(index, label)
     work.mkdir(parents=True, exist_ok=True)
@@ -637,6 +646,7 @@ def _driver_ctx(
         artifacts=artifacts,
         stats=stats[label],
         workers=workers,
+        quiet=quiet,
     )
 
 

@@ -61,9 +61,10 @@ class Progress:
         self._bar.close()
 
 
-def phase_bar(title: str, total: int | None, unit: str = "it", unit_scale: bool = False):
+def phase_bar(title: str, total: int | None, unit: str = "it", unit_scale: bool = False, quiet: bool = False):
     """A tqdm bar on stderr for one phase of driver-side work (e.g. a global stage's decide),
-    refreshed like :class:`Progress`: twice a second on a terminal, every 15 s in a log."""
+    refreshed like :class:`Progress`: twice a second on a terminal, every 15 s in a log; nothing
+    when ``quiet`` (pass ``DriverContext.quiet``)."""
     from tqdm import tqdm
 
     return tqdm(
@@ -71,6 +72,7 @@ def phase_bar(title: str, total: int | None, unit: str = "it", unit_scale: bool 
         desc=title,
         unit=unit,
         unit_scale=unit_scale,
+        disable=quiet,
         file=sys.stderr,
         mininterval=0.5 if sys.stderr.isatty() else 15.0,
         dynamic_ncols=True,

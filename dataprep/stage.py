@@ -74,7 +74,7 @@ class DriverContext:
     task_ids: all tasks in order. output_dir: the staging directory of the final outputs;
     files written there appear in OUT/ when the run completes. publish(): make an artifact
     visible to later stages (and to workers of later passes). progress(): a progress callback
-    factory for long driver-side work.
+    factory for long driver-side work. quiet: the run was asked not to show progress.
     """
 
     work_dir: Path
@@ -84,6 +84,7 @@ class DriverContext:
     artifacts: dict[str, Any]
     stats: StageStats
     workers: int = 1
+    quiet: bool = False
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value

@@ -85,7 +85,9 @@ class ExactDedup(GlobalStage):
         sizes = EntryResults(size_paths, counts, "<i4", fill=1)
         hist = ctx.stats.histogram("cluster_size", CLUSTER_EDGES)
         unique = 0
-        bar = phase_bar("exact_dedup: grouping hashes", int(offsets[-1]), "doc", unit_scale=True)
+        bar = phase_bar(
+            "exact_dedup: grouping hashes", int(offsets[-1]), "doc", unit_scale=True, quiet=ctx.quiet
+        )
         for part in partitions(key_paths):
             bar.update(len(part.hi))
             order, starts = part.group_order()
@@ -114,7 +116,7 @@ class ExactDedup(GlobalStage):
             offsets,
             np.concatenate(needed) if needed else np.zeros(0, np.int64),
         )
-        bar = phase_bar("exact_dedup: writing decisions", len(ctx.task_ids), "task")
+        bar = phase_bar("exact_dedup: writing decisions", len(ctx.task_ids), "task", quiet=ctx.quiet)
         for t, path, spath, zpath in zip(ctx.task_ids, key_paths, survivor_paths, size_paths, strict=True):
             bar.update(1)
             rows = np.load(path, mmap_mode="r")["row"] if path.stat().st_size > 128 else np.zeros(0)

@@ -351,7 +351,9 @@ class MinhashDedup(GlobalStage):
         n = corpus.n
         uf = mh.UnionFind(n)
         candidates = verified = rejected = 0
-        bar = phase_bar(f"minhash_dedup: LSH {bands} bands x {rows} rows over {n:,} docs", bands, "band")
+        bar = phase_bar(
+            f"minhash_dedup: LSH {bands} bands x {rows} rows over {n:,} docs", bands, "band", quiet=ctx.quiet
+        )
         for j in range(bands):
             u, v = _band_candidates(corpus.band(j), corpus.shingles)
             candidates += len(u)
@@ -399,7 +401,7 @@ class MinhashDedup(GlobalStage):
         by_position = np.argsort(dropped, kind="stable")
         dropped, survivor, size, score = (x[by_position] for x in (dropped, survivor, size, score))
         task_of = np.searchsorted(corpus.offsets, dropped, side="right") - 1
-        bar = phase_bar("minhash_dedup: writing decisions", len(ctx.task_ids), "task")
+        bar = phase_bar("minhash_dedup: writing decisions", len(ctx.task_ids), "task", quiet=ctx.quiet)
         for t, task_id in enumerate(ctx.task_ids):
             sel = task_of == t
             decision = {

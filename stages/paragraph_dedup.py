@@ -120,7 +120,9 @@ class ParagraphDedup(GlobalStage):
         marks = EntryResults([ctx.work_dir / f"{t}.remove.npy" for t in ctx.task_ids], counts, "u1", fill=0)
         hist = ctx.stats.histogram("docs_per_paragraph", DOCS_EDGES)
         repeated = boilerplate = removed = 0
-        bar = phase_bar("paragraph_dedup: grouping paragraphs", sum(counts), "par", unit_scale=True)
+        bar = phase_bar(
+            "paragraph_dedup: grouping paragraphs", sum(counts), "par", unit_scale=True, quiet=ctx.quiet
+        )
         for part in partitions(key_paths):
             bar.update(len(part.hi))
             order, starts = part.group_order()

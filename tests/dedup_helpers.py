@@ -53,3 +53,36 @@ def rejected(out: Path, label: str) -> list[dict[str, Any]]:
 
 def stage_stats(stats: dict[str, Any], label: str) -> dict[str, Any]:
     return next(s for s in stats["stages"] if s["label"] == label)
+
+
+def run_global(stage: Any, tasks: list[list[Any]], work: Path, batch: int = 3) -> tuple[list[list[Any]], Any]:
+    """Drive a GlobalStage through compute -> decide -> apply in this process (no executor),
+    tasks in order, documents in batches of ``batch``. Returns (results per task, decide stats)."""
+    import copy
+
+    from dataprep.stage import DriverContext, StageContext
+    from dataprep.stats import StageStats
+
+    work.mkdir(parents=True, exist_ok=True)
+    ids = [f"t{t:05d}" for t in range(len(tasks))]
+
+    def ctx(t: int) -> StageContext:
+        return StageContext(StageStats(), work, ids[t], t, len(tasks), 0, {})
+
+    for t, docs in enumerate(tasks):
+        c = ctx(t)
+        stage.begin_task(c)
+        for i in range(0, len(docs), batch):
+            stage.compute(docs[i : i + batch], c)
+        stage.finish_compute(c)
+    stats = StageStats()
+    stage.decide(DriverContext(work, work / "output", ids, 0, {}, stats, quiet=True))
+    results = []
+    for t, docs in enumerate(tasks):
+        c = ctx(t)
+        stage.begin_task(c)
+        out: list[Any] = []
+        for i in range(0, len(docs), batch):
+            out += stage.apply(copy.deepcopy(docs[i : i + batch]), c)
+        results.append(out)
+    return results, stats

@@ -26,7 +26,8 @@ DEDUP = [
 
 
 def corpus() -> dict[str, list[dict]]:
-    """Five files (tasks) with exact copies, boilerplate lines and near duplicates across tasks."""
+    """Five files (tasks) with exact copies, boilerplate lines and near duplicates across tasks,
+    and one whose only record is rejected by the reader (a task without documents)."""
     docs = real_docs()
     files: dict[str, list[dict]] = {}
     for f in range(5):
@@ -38,6 +39,9 @@ def corpus() -> dict[str, list[dict]]:
                     text = text.replace("，", ",", 2) + "\n本站所有内容均来自网络，如有侵权请联系删除。"
                 rows.append({"id": f"f{f}-{i}", "text": text})
         files[f"part{f}.jsonl"] = rows
+    files["part5-empty.jsonl"] = [
+        {"id": "no-text", "body": "a record without text"}
+    ]  # a task with no document
     return files
 
 

@@ -5,9 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dedup_helpers import kept, rejected, run, stage_stats, write_inputs
+from dedup_helpers import kept, rejected, run, run_global, stage_stats, write_inputs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import stages._keyspill as keyspill
+from dataprep.document import Document, Drop
+from dataprep.stage import build_params, get
+
+
+def build(name: str):
+    cls = get(name)
+    return cls(build_params(cls.Params, {}, "test"))
 
 
 def corpus() -> dict[str, list[dict]]:
@@ -43,3 +52,22 @@ def test_tiny_partitions_give_the_same_result(tmp_path: Path, monkeypatch: pytes
     run(inp, tmp_path / "many", ["exact_dedup"])
     assert kept(tmp_path / "one") == kept(tmp_path / "many")
     assert rejected(tmp_path / "one", "exact_dedup") == rejected(tmp_path / "many", "exact_dedup")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.lists(st.sampled_from(["a", "b", "c", "dd", "東", ""]), max_size=8), min_size=1, max_size=4)
+)
+def test_exactly_the_first_copy_of_every_text_survives(tmp_path: Path, tasks: list[list[str]]) -> None:
+    docs = [[Document(f"{t}-{i}", text) for i, text in enumerate(texts)] for t, texts in enumerate(tasks)]
+    work = tmp_path / f"w{abs(hash(str(tasks)))}"
+    results, _ = run_global(build("exact_dedup"), docs, work)
+    seen: dict[str, str] = {}
+    for task_docs, task_results in zip(docs, results, strict=True):
+        assert len(task_results) == len(task_docs)
+        for doc, r in zip(task_docs, task_results, strict=True):
+            if doc.text not in seen:
+                seen[doc.text] = doc.id
+                assert isinstance(r, Document)
+            else:
+                assert isinstance(r, Drop) and r.extra["survivor"] == seen[doc.text]

@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dedup_helpers import kept, rejected, run, stage_stats, write_inputs
+from dedup_helpers import kept, rejected, run, run_global, stage_stats, write_inputs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from dataprep.document import Document, Drop
 from dataprep.stage import RecipeError, build_params, get
+from stages.paragraph_dedup import ParagraphDedup, ParagraphDedupParams
 
 FOOTER = "版权所有 © 2024 某某科技有限公司 保留所有权利 京ICP备12345678号"
 NAV = "首页 | 新闻 | 体育 | 财经 | 科技 | 娱乐 | 联系我们"
@@ -60,3 +64,38 @@ def test_paragraph_unit_and_threshold(tmp_path: Path) -> None:
 def test_parameters_are_validated() -> None:
     with pytest.raises(RecipeError, match="max_docs"):
         build_params(get("paragraph_dedup").Params, {"max_docs": 0}, "t")
+
+
+LINES = [FOOTER, NAV, body(1), body(2), SHORT, ""]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.lists(st.lists(st.sampled_from(LINES), max_size=5), max_size=5), min_size=1, max_size=3),
+    st.integers(1, 3),
+)
+def test_removed_lines_survive_only_in_their_first_document(
+    tmp_path: Path, tasks: list[list[list[str]]], max_docs: int
+) -> None:
+    docs = [
+        [Document(f"{t}-{i}", "\n".join(lines)) for i, lines in enumerate(ds)] for t, ds in enumerate(tasks)
+    ]
+    order = [d for task in docs for d in task]
+    first: dict[str, str] = {}
+    count: dict[str, int] = {}
+    for d in order:
+        for line in set(d.text.split("\n")):
+            first.setdefault(line, d.id)
+            count[line] = count.get(line, 0) + 1
+    stage = ParagraphDedup(build_params(ParagraphDedupParams, {"max_docs": max_docs}, "test"))
+    work = tmp_path / f"w{abs(hash(str((tasks, max_docs))))}"
+    results, _ = run_global(stage, docs, work)
+    for d, r in zip(order, [r for task in results for r in task], strict=True):
+        lines = d.text.split("\n")
+        expected = [x for x in lines if len(x) < 20 or count[x] <= max_docs or first[x] == d.id]
+        if len(expected) == len(lines):
+            assert isinstance(r, Document) and r.text == d.text
+        elif not "\n".join(expected).strip():
+            assert isinstance(r, Drop) and r.reason == "duplicate_paragraphs"
+        else:
+            assert isinstance(r, Document) and r.text == "\n".join(expected)

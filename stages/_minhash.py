@@ -14,10 +14,10 @@ Pipeline for a batch of documents (all arrays, no per-shingle Python):
    shingled in character n-grams, Latin text in word n-grams, and mixed text in a token stream
    where a Chinese character and a Latin word weigh the same. A document with fewer than n tokens
    has one shingle (all its tokens); one without tokens has none (it is never a duplicate).
-3. Shingle hash: 32 bits (polynomial over 64-bit token hashes, splitmix64 finaliser). Duplicate
+3. Shingle hash: 32 bits, never 0 (polynomial over 64-bit token hashes, splitmix64 finaliser). Duplicate
    shingles of a document are removed (sort), so its shingle set is a sorted unique uint32 array.
-4. Signature: ``num_perm`` hash functions h_k(x) = ((x XOR b_k) * a_k) mod 2^32 (a_k odd, both from
-   ``seed``; random bijections of the already random 32-bit shingle hashes), the minimum over the
+4. Signature: ``num_perm`` hash functions h_k(x) = (x * a_k) mod 2^32 (a_k odd, from ``seed``;
+   random bijections of the already random, non-zero 32-bit shingle hashes), the minimum over the
    document's shingles: uint32 [docs, num_perm].
 5. Bands: ``bands`` x ``rows`` (:func:`optimal_bands`), each band hashed into one uint64 key.
 
@@ -148,9 +148,19 @@ _WORD_SALT = U64(0x165667B19E3779F9)
 _CJK_SALT = U64(0x27D4EB2F165667C5)
 
 
-def _powers32(n: int) -> np.ndarray:
-    """_P_CHAR**i mod 2^32 for i in [0, n), as uint32."""
-    return (_powers(int(_P_CHAR), n) & MASK32).astype(np.uint32)
+_POWER_TABLES: list[np.ndarray] = []
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(P^i, P^-i) mod 2^32 for i in [0, >= n), uint32; kept for the largest batch seen (8 bytes
+    per code point: 16 MB for MAX_BATCH_CHARS), grown by powers of two."""
+    if not _POWER_TABLES or len(_POWER_TABLES[0]) < n:
+        size = 1 << max(16, int(n - 1).bit_length())
+        p = int(_P_CHAR) & 0xFFFFFFFF
+        forward = (_powers(p, size) & MASK32).astype(np.uint32)
+        backward = (_powers(pow(p, -1, 1 << 32), size) & MASK32).astype(np.uint32)
+        _POWER_TABLES[:] = [forward, backward]
+    return _POWER_TABLES[0], _POWER_TABLES[1]
 
 
 def _powers(base: int, n: int) -> np.ndarray:
@@ -164,11 +174,35 @@ def _powers(base: int, n: int) -> np.ndarray:
     return out[:n]
 
 
+MAX_BATCH_CHARS = 1 << 21  # code points processed at once (~50 bytes of work space each)
+
+
 def shingle_batch(
     texts: list[str], ngram_cjk: int = 5, ngram_word: int = 5, fold_variants: bool = True
 ) -> ShingleBatch:
     """Simplify, tokenise and shingle ``texts`` (see the module docstring); returns their shingle
-    sets as sorted unique uint32 hashes."""
+    sets as sorted unique uint32 hashes. Long batches are cut into groups of documents of about
+    MAX_BATCH_CHARS code points (a longer document alone), so work space stays bounded."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for t in texts:
+        if groups[-1] and size + len(t) > MAX_BATCH_CHARS:
+            groups.append([])
+            size = 0
+        groups[-1].append(t)
+        size += len(t) + 1
+    if len(groups) == 1:
+        return _shingle_group(texts, ngram_cjk, ngram_word, fold_variants)
+    parts = [_shingle_group(g, ngram_cjk, ngram_word, fold_variants) for g in groups]
+    sizes = np.concatenate([p.sizes() for p in parts])
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return ShingleBatch(
+        np.concatenate([p.hashes for p in parts]), offsets, np.concatenate([p.cjk for p in parts])
+    )
+
+
+def _shingle_group(texts: list[str], ngram_cjk: int, ngram_word: int, fold_variants: bool) -> ShingleBatch:
     n_docs = len(texts)
     joined = "\n".join(texts) + "\n"
     packed = _packed_table(fold_variants)[np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)]
@@ -191,19 +225,21 @@ def shingle_batch(
     prev_word[1:] = is_word[:-1]
     run_start = is_word & ~prev_word
     token_at = is_cjk | run_start
-    # hash of each word run: sum_i (c_i + 1) * P^i mod 2^32 over its code points (i: offset in the
-    # run), with the run length, through splitmix64; computed over the whole batch, non-word
-    # positions contributing 0
+    # hash of each word run: sum_i (c_i + 1) * P^(i - start) mod 2^32 over its code points, from
+    # prefix sums of (c_i + 1) * P^i over the whole batch (one pass), then with the run length
+    # through splitmix64
     run_starts = np.flatnonzero(run_start)
     with np.errstate(over="ignore"):
         if run_starts.size:
-            idx = np.arange(cp.size, dtype=np.int32)
-            offset = idx - np.maximum.accumulate(np.where(run_start, idx, 0))
-            offset = np.where(is_word, offset, 0)
-            powers = _powers32(int(offset.max()) + 1)
-            terms = np.where(is_word, (cp + np.uint32(1)) * powers[offset], np.uint32(0))
-            raw = np.add.reduceat(terms, run_starts, dtype=np.uint64)
-            run_len = np.add.reduceat(is_word, run_starts, dtype=np.uint64)
+            next_word = np.empty_like(is_word)
+            next_word[-1] = False
+            next_word[:-1] = is_word[1:]
+            run_ends = np.flatnonzero(is_word & ~next_word)
+            forward, backward = _power_tables(cp.size)
+            prefix = np.cumsum((cp + np.uint32(1)) * forward[: cp.size], dtype=np.uint32)
+            before = np.where(run_starts > 0, prefix[run_starts - 1], np.uint32(0))
+            raw = ((prefix[run_ends] - before) * backward[run_starts]).astype(np.uint64)
+            run_len = (run_ends - run_starts + 1).astype(np.uint64)
             word_hash = _mix64(raw ^ (run_len * _WORD_SALT))
         token_pos = np.flatnonzero(token_at)
         values = np.empty(token_pos.size, dtype=np.uint64)
@@ -234,6 +270,7 @@ def shingle_batch(
             use = m <= k_last
             acc = np.where(use, acc * _P_TOKEN + shifted, acc)
         shingle = (_mix64(acc) >> U64(32)).astype(np.uint64)
+        shingle[shingle == 0] = 1  # 0 is a fixed point of every permutation: never a shingle hash
     # short documents: only their first token starts a shingle
     short = (n_tok[tok_doc] < k_n) if n_tokens else valid
     first_of_doc = np.zeros(n_tokens, dtype=bool)
@@ -298,29 +335,34 @@ class MinHasher:
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([0x6D696E68, seed])))
         self.num_perm = num_perm
         self.a = (rng.integers(0, 1 << 32, size=num_perm, dtype=np.uint64) | U64(1)).astype(np.uint32)
-        self.b = rng.integers(0, 1 << 32, size=num_perm, dtype=np.uint64).astype(np.uint32)
 
     def signatures(self, batch: ShingleBatch) -> np.ndarray:
-        """uint32 [docs, num_perm]: h_k(x) = ((x XOR b_k) * a_k) mod 2^32 with a_k odd (a random
-        bijection of 32-bit shingle hashes per k, SIMD-friendly), minimum per document."""
+        """uint32 [docs, num_perm]: h_k(x) = (x * a_k) mod 2^32 with a_k odd (a random bijection of
+        the non-zero, already random 32-bit shingle hashes per k; one SIMD multiply per shingle
+        and permutation), minimum per document."""
         n_docs = len(batch.offsets) - 1
         sig = np.full((n_docs, self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
         hashes = batch.hashes
         total = hashes.size
         if total:
-            doc_of = np.repeat(np.arange(n_docs), np.diff(batch.offsets))
+            offsets = batch.offsets
             work = np.empty((self.num_perm, self.CHUNK), dtype=np.uint32)
-            a, b = self.a[:, None], self.b[:, None]
+            a = self.a[:, None]
             for lo in range(0, total, self.CHUNK):
                 hi = min(lo + self.CHUNK, total)
                 w = work[:, : hi - lo]
-                np.bitwise_xor(b, hashes[None, lo:hi], out=w)
-                np.multiply(w, a, out=w)
-                docs = doc_of[lo:hi]
-                seg = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
-                part = np.minimum.reduceat(w, seg, axis=1)
-                ids = docs[seg]
-                sig[ids] = np.minimum(sig[ids], part.T)
+                np.multiply(a, hashes[None, lo:hi], out=w)
+                # documents overlapping [lo, hi): first..last; their segment starts inside the chunk
+                first = int(np.searchsorted(offsets, lo, side="right")) - 1
+                last = int(np.searchsorted(offsets, hi, side="left"))
+                ids = np.arange(first, last)
+                ids = ids[offsets[ids + 1] > offsets[ids]]  # skip documents without shingles
+                if len(ids) == 1:
+                    part = w.min(axis=1)[None, :]
+                else:
+                    seg = np.maximum(offsets[ids], lo) - lo
+                    part = np.minimum.reduceat(w, seg, axis=1).T
+                sig[ids] = np.minimum(sig[ids], part)
         return sig
 
 

@@ -30,7 +30,9 @@ EXAMPLE_CHARS = 300
 
 @dataclass
 class ExactDedupParams:
-    examples: int = param(5, help="duplicates shown in report.html (first ones in corpus order)")
+    examples: int = param(
+        5, help="duplicates recorded per task for report.html (which shows up to 20, in task order)"
+    )
 
     def validate(self) -> None:
         if self.examples < 0:

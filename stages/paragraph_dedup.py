@@ -44,7 +44,9 @@ class ParagraphDedupParams:
         3, help="a paragraph found in more documents than this is removed from all but the first"
     )
     min_chars: int = param(20, help="paragraphs shorter than this (whitespace collapsed) are kept")
-    examples: int = param(5, help="removals shown in report.html per task (first ones)")
+    examples: int = param(
+        5, help="removals recorded per task for report.html (which shows up to 20, in task order)"
+    )
 
     def validate(self) -> None:
         if self.max_docs < 1:

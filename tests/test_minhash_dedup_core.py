@@ -166,3 +166,28 @@ def test_pair_jaccard_is_exact() -> None:
     b = np.array([3, 4, 5], dtype=np.uint32)
     c = np.zeros(0, dtype=np.uint32)
     assert mh.pair_jaccard([a, a, a], [b, a, c]).tolist() == [pytest.approx(2 / 5), 1.0, 0.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=8), st.integers(1, 9))
+def test_signatures_are_the_minimum_over_each_document_whatever_the_block_size(
+    batch: list[str], chunk: int
+) -> None:
+    shingles = mh.shingle_batch(batch)
+    hasher = mh.MinHasher(16, 1)
+    hasher.CHUNK = chunk
+    sig = hasher.signatures(shingles)
+    for i in range(len(batch)):
+        x = shingles.shingles(i)
+        expected = (x[:, None] * hasher.a[None, :]).min(axis=0) if x.size else np.full(16, 0xFFFFFFFF)
+        assert np.array_equal(sig[i], expected)
+
+
+def test_long_batches_are_cut_without_changing_the_shingles(monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = [d["text"] for d in real_docs()]
+    whole = mh.shingle_batch(docs)
+    monkeypatch.setattr(mh, "MAX_BATCH_CHARS", 500)
+    cut = mh.shingle_batch(docs)
+    assert np.array_equal(whole.offsets, cut.offsets)
+    assert np.array_equal(whole.hashes, cut.hashes)
+    assert np.array_equal(whole.cjk, cut.cjk)

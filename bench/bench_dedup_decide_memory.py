@@ -116,7 +116,7 @@ def main() -> None:
     args = ap.parse_args()
     from stages._minhash import optimal_bands
 
-    bands, _ = optimal_bands(0.8, 128, 0.1, 0.9)
+    bands, _ = optimal_bands(0.8, 128, 0.05, 0.95)
     rows = []
     for n in args.docs:
         with tempfile.TemporaryDirectory() as tmp:

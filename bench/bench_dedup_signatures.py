@@ -65,7 +65,7 @@ def main() -> None:
 
     texts = load(args.corpus, args.docs)
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    bands, rows = mh.optimal_bands(0.8, args.num_perm, 0.1, 0.9)
+    bands, rows = mh.optimal_bands(0.8, args.num_perm, 0.05, 0.95)
     mh.char_tables(True)  # built once per process (not timed)
     hasher = mh.MinHasher(args.num_perm, 0)
     batches = [texts[i : i + args.batch] for i in range(0, len(texts), args.batch)]

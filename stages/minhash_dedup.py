@@ -58,9 +58,9 @@ class MinhashDedupParams:
     )
     bands: int = param(0, help="LSH bands; 0: chosen with rows from threshold and the weights")
     rows: int = param(0, help="signature rows per band; 0: chosen with bands")
-    fp_weight: float = param(0.1, help="weight of the false-positive area when choosing bands x rows")
+    fp_weight: float = param(0.05, help="weight of the false-positive area when choosing bands x rows")
     fn_weight: float = param(
-        0.9, help="weight of the false-negative area (high: more candidates, verification removes the excess)"
+        0.95, help="weight of the false-negative area (high: more candidates, verification drops the excess)"
     )
     verify: Literal["none", "signature", "exact"] = param(
         "exact",

@@ -123,4 +123,4 @@ def test_parameters_are_validated() -> None:
         build_params(cls.Params, {"bands": 20}, "t")
     with pytest.raises(RecipeError, match="threshold"):
         build_params(cls.Params, {"threshold": 1.5}, "t")
-    assert build_params(cls.Params, {}, "t").band_shape() == (14, 9)
+    assert build_params(cls.Params, {}, "t").band_shape() == (16, 8)

@@ -124,3 +124,14 @@ def test_a_kill_then_resume_gives_identical_outputs(
     assert killed, "the run ended before the kill point"
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
     assert fingerprint(out) == reference
+
+
+def test_a_second_run_into_the_same_out_reads_its_own_inputs(tmp_path: Path) -> None:
+    """In one process, the cached plan of a previous run into the same OUT must not be reused."""
+    first = write_inputs(tmp_path / "one", {"a.jsonl": [{"id": "x", "text": "只有一篇文章"}]})
+    second = write_inputs(
+        tmp_path / "two", {"b.jsonl": [{"id": f"y{i}", "text": f"第{i}篇"} for i in range(3)]}
+    )
+    run(first, tmp_path / "out", ["exact_dedup"])
+    stats = run(second, tmp_path / "out", ["exact_dedup"])
+    assert stats["totals"]["docs_in"] == 3

@@ -59,7 +59,8 @@ def roots_after_lsh(self):  # called once, right after the last band
 mh.UnionFind.roots = roots_after_lsh
 t0 = time.monotonic()
 ctx = DriverContext(
-    work_dir=work, output_dir=work / "o", task_ids=tasks, seed=0, artifacts={}, stats=StageStats()
+    work_dir=work, output_dir=work / "o", task_ids=tasks, seed=0, artifacts={}, stats=StageStats(),
+    workers=int(sys.argv[3]), quiet=True,
 )
 stage.decide(ctx)
 seconds = time.monotonic() - t0
@@ -113,6 +114,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, nargs="+", default=[500_000, 1_000_000, 2_000_000])
     ap.add_argument("--dup-rate", type=float, default=0.1)
     ap.add_argument("--per-task", type=int, default=250_000)
+    ap.add_argument("--workers", type=int, default=2, help="DriverContext.workers given to decide")
     args = ap.parse_args()
     from stages._minhash import optimal_bands
 
@@ -123,7 +125,7 @@ def main() -> None:
             work = Path(tmp)
             tasks = write_spills(work, n, args.dup_rate, args.per_task, bands, 128)
             out = subprocess.run(
-                [sys.executable, "-c", CHILD, str(work), json.dumps(tasks)],
+                [sys.executable, "-c", CHILD, str(work), json.dumps(tasks), str(args.workers)],
                 check=True,
                 capture_output=True,
                 text=True,

@@ -354,8 +354,21 @@ class MinhashDedup(GlobalStage):
         bar = phase_bar(
             f"minhash_dedup: LSH {bands} bands x {rows} rows over {n:,} docs", bands, "band", quiet=ctx.quiet
         )
+        from concurrent.futures import ThreadPoolExecutor
+
+        def band_pairs(j: int) -> tuple[np.ndarray, np.ndarray]:
+            return _band_candidates(corpus.band(j), corpus.shingles)
+
+        # with more than one worker, the next band is read and sorted in a thread (numpy and
+        # pyarrow release the GIL) while this one is verified: one more band buffer in memory
+        pool = ThreadPoolExecutor(1) if ctx.workers > 1 and bands > 1 else None
+        upcoming = pool.submit(band_pairs, 0) if pool else None
         for j in range(bands):
-            u, v = _band_candidates(corpus.band(j), corpus.shingles)
+            if pool is not None and upcoming is not None:
+                u, v = upcoming.result()
+                upcoming = pool.submit(band_pairs, j + 1) if j + 1 < bands else None
+            else:
+                u, v = band_pairs(j)
             candidates += len(u)
             if len(u):
                 apart = uf.find(u) != uf.find(v)
@@ -369,6 +382,8 @@ class MinhashDedup(GlobalStage):
             uf.compress()
             bar.update(1)
         bar.close()
+        if pool is not None:
+            pool.shutdown()
         roots = uf.roots()
         not_root = np.flatnonzero(roots != np.arange(n, dtype=roots.dtype))
         clustered = np.union1d(not_root, roots[not_root]).astype(np.int64)

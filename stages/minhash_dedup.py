@@ -11,7 +11,8 @@ decide (driver, once): band after band, sort the band's keys of all documents, t
   ``signature`` = estimated Jaccard >= threshold, ``exact`` = Jaccard of the shingle sets >=
   threshold, ``none``), and union them (vectorised union-find). Memory: the union-find parent
   (4 bytes), length and shingle count (8 bytes) of every document, plus one band's key
-  buffer (8 bytes + 2) at a time: ~22 bytes per document (bench/bench_dedup_decide_memory.py);
+  buffer (8 bytes + 2) at a time (two when ``workers`` > 1: the next band is read and sorted in a
+  thread meanwhile): ~22-32 bytes per document (bench/bench_dedup_decide_memory.py);
   signatures and shingle sets are read from memory-mapped files for candidate pairs only.
   Survivor of a cluster (connected component): the longest document (characters), then the
   earliest in corpus order (task, then row). Cluster id = the survivor's corpus position.

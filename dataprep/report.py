@@ -37,7 +37,7 @@ def _bin_labels(edges: list[float]) -> list[str]:
     return [f"<{short(edges[0])}"] + [f"{short(a)}-" for a in edges[:-1]] + [f"≥{short(edges[-1])}"]
 
 
-def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str) -> str:
+def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabel: str = "documents") -> str:
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -56,7 +56,7 @@ def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str) -> st
     ax.set_xticks(x + width * (len(series) - 1) / 2, labels, rotation=60, fontsize=7)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("documents")
+    ax.set_ylabel(ylabel)
     if len(series) > 1:
         ax.legend()
     return _png(fig)
@@ -160,7 +160,7 @@ def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
         for name, h in s["histograms"].items():
             if s["label"] == "read" and name == "length_chars":
                 continue
-            parts.append(_hist_plot(f"{s['label']}: {name}", {name: h}, name))
+            parts.append(_hist_plot(f"{s['label']}: {name}", {name: h}, name, ylabel="count"))
     for s in stages:
         if s.get("examples"):
             parts.append(_examples(s["label"], s["examples"]))

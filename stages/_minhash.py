@@ -425,25 +425,45 @@ def jaccard_exact(a: np.ndarray, b: np.ndarray) -> float:
     return inter / (a.size + b.size - inter)
 
 
-def pair_jaccard(
-    left: list[np.ndarray] | tuple[np.ndarray, ...], right: list[np.ndarray] | tuple[np.ndarray, ...]
+def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Concatenated aranges: [starts[0], starts[0] + sizes[0]), [starts[1], ...), ... (int64)."""
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    firsts = np.cumsum(sizes) - sizes
+    return np.arange(total, dtype=np.int64) + np.repeat(starts.astype(np.int64) - firsts, sizes)
+
+
+def pair_jaccard_flat(
+    left: np.ndarray, left_sizes: np.ndarray, right: np.ndarray, right_sizes: np.ndarray
 ) -> np.ndarray:
-    """Exact Jaccard of many pairs of sorted unique uint32 sets at once (float64 [pairs])."""
-    n = len(left)
+    """Exact Jaccard of many pairs of sorted unique uint32 sets at once (float64 [pairs]); the
+    sets of each side are concatenated in pair order, with their sizes. Two empty sets: 1.0."""
+    n = len(left_sizes)
     if n == 0:
         return np.zeros(0)
-    la = np.fromiter((x.size for x in left), dtype=np.int64, count=n)
-    lb = np.fromiter((x.size for x in right), dtype=np.int64, count=n)
-    pair = np.repeat(np.arange(n, dtype=np.uint64), la + lb)
-    interleaved: list[np.ndarray] = []
-    for x, y in zip(left, right, strict=True):
-        interleaved += [x, y]
-    values = np.concatenate(interleaved).astype(np.uint64) if interleaved else np.zeros(0, np.uint64)
-    keys = np.sort((pair << U64(32)) | values)
+    la, lb = np.asarray(left_sizes, np.int64), np.asarray(right_sizes, np.int64)
+    keys = np.concatenate(
+        [
+            (np.repeat(np.arange(n, dtype=np.uint64), la) << U64(32)) | left.astype(np.uint64),
+            (np.repeat(np.arange(n, dtype=np.uint64), lb) << U64(32)) | right.astype(np.uint64),
+        ]
+    )
+    keys.sort()
     same = keys[1:] == keys[:-1]
     inter = np.bincount((keys[1:][same] >> U64(32)).astype(np.int64), minlength=n)
     union = la + lb - inter
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+def pair_jaccard(
+    left: list[np.ndarray] | tuple[np.ndarray, ...], right: list[np.ndarray] | tuple[np.ndarray, ...]
+) -> np.ndarray:
+    """:func:`pair_jaccard_flat` for lists of sets."""
+    if not len(left):
+        return np.zeros(0)
+    sizes = [np.fromiter((x.size for x in side), dtype=np.int64, count=len(side)) for side in (left, right)]
+    return pair_jaccard_flat(np.concatenate(left), sizes[0], np.concatenate(right), sizes[1])
 
 
 class UnionFind:

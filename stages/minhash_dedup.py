@@ -208,15 +208,24 @@ class _Corpus:
             out[sel] = self._sig[int(t)][row[sel]]
         return out
 
-    def shingle_sets(self, pos: np.ndarray) -> list[np.ndarray]:
+    def shingle_sets(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, sizes): the shingle sets of ``pos`` concatenated in that order, gathered from
+        the mapped files task by task (vectorised)."""
         assert self._sh is not None and self._off is not None
-        task, row = self._split(pos)
-        out = []
-        for t, r in zip(task.tolist(), row.tolist(), strict=True):
-            lo = self._off[t][r]
-            hi = self._off[t][r + 1]
-            out.append(np.asarray(self._sh[t][lo:hi]))
-        return out
+        task, row = self._split(np.asarray(pos, dtype=np.int64))
+        starts = np.empty(len(pos), dtype=np.int64)
+        sizes = np.empty(len(pos), dtype=np.int64)
+        for t in np.unique(task):
+            sel = task == t
+            off = self._off[int(t)]
+            starts[sel] = off[row[sel]]
+            sizes[sel] = off[row[sel] + 1] - starts[sel]
+        values = np.empty(int(sizes.sum()), dtype=np.uint32)
+        dest = np.cumsum(sizes) - sizes
+        for t in np.unique(task):
+            sel = np.flatnonzero(task == t)
+            values[mh._ranges(dest[sel], sizes[sel])] = self._sh[int(t)][mh._ranges(starts[sel], sizes[sel])]
+        return values, sizes
 
     def similarity(self, u: np.ndarray, v: np.ndarray, exact: bool) -> np.ndarray:
         """Jaccard of the pairs (u[i], v[i]): exact from the shingle sets, else estimated. Pairs
@@ -235,7 +244,7 @@ class _Corpus:
                 continue
             a, b = u[lo:hi], v[lo:hi]
             if exact:
-                out[lo:hi] = mh.pair_jaccard(self.shingle_sets(a), self.shingle_sets(b))
+                out[lo:hi] = mh.pair_jaccard_flat(*self.shingle_sets(a), *self.shingle_sets(b))
             else:
                 out[lo:hi] = (self.signatures(a) == self.signatures(b)).mean(axis=1)
         return out

@@ -191,3 +191,17 @@ def test_long_batches_are_cut_without_changing_the_shingles(monkeypatch: pytest.
     assert np.array_equal(whole.offsets, cut.offsets)
     assert np.array_equal(whole.hashes, cut.hashes)
     assert np.array_equal(whole.cjk, cut.cjk)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sets(st.integers(0, 30), max_size=12), st.sets(st.integers(0, 30), max_size=12)),
+        max_size=6,
+    )
+)
+def test_pair_jaccard_flat_matches_python_sets(pairs: list[tuple[set[int], set[int]]]) -> None:
+    left = [np.array(sorted(a), dtype=np.uint32) for a, _ in pairs]
+    right = [np.array(sorted(b), dtype=np.uint32) for _, b in pairs]
+    expected = [len(a & b) / len(a | b) if a | b else 1.0 for a, b in pairs]
+    assert mh.pair_jaccard(left, right).tolist() == pytest.approx(expected)

@@ -1,6 +1,6 @@
 """End-to-end dedup time and peak memory: ``dataprep prepare`` with normalize -> exact_dedup ->
 paragraph_dedup -> minhash_dedup on a corpus, against the same run with normalize alone (the floor:
-reading, normalizing, writing), in the same session.
+reading, normalizing, writing), in the same run of the script.
 
 Usage:
     python bench/bench_dedup_e2e.py CORPUS [CORPUS ...] [--workers 2] [--set verify=signature ...]

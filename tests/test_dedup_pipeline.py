@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dedup_helpers import real_docs, run, write_inputs
+from dedup_support import real_docs, run, write_inputs
 
 from stages.minhash_dedup import MinhashDedup
 

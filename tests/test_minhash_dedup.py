@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dedup_helpers import kept, real_docs, rejected, run, stage_stats, write_inputs
+from dedup_support import kept, real_docs, rejected, run, stage_stats, write_inputs
 
 from dataprep.stage import RecipeError, build_params, get
 

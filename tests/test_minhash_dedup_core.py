@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dedup_helpers import real_docs
+from dedup_support import real_docs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

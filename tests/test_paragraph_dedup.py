@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dedup_helpers import kept, rejected, run, run_global, stage_stats, write_inputs
+from dedup_support import kept, rejected, run, run_global, stage_stats, write_inputs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""Shared helpers of the dedup tests: run a small recipe over JSONL files and read the results."""
+"""Shared code of the dedup tests: run a small recipe over JSONL files and read the results."""
 
 from __future__ import annotations
 

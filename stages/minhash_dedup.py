@@ -3,9 +3,10 @@
 compute (per task, vectorised): simplify -> shingle (CJK character n-grams or word n-grams, per
   document) -> signature (uint32 x num_perm) -> band keys (uint64 x bands). Spilled under the
   stage's work directory through renames: ``<task>.bands.parquet`` (id, length, shingle count,
-  a short preview, one uint64 column per band), ``<task>.sig.u32`` (signatures, read by memory
-  map) and, for ``verify: exact``, ``<task>.shingles.u32`` + ``<task>.offsets.i64`` (the shingle
-  sets, ~4 bytes per distinct shingle: about the size of the text).
+  a short preview, one uint64 column per band) and, for ``verify: exact``, ``<task>.shingles.u32``
+  + ``<task>.offsets.i64`` (the shingle sets, ~4 bytes per distinct shingle: about the size of
+  the text), else ``<task>.sig.u32`` (signatures, 4 x num_perm bytes per document); both are read
+  through memory maps.
 decide (driver, once): band after band, sort the band's keys of all documents, turn groups of
   equal keys into candidate pairs, drop pairs already connected, verify the rest (``verify``:
   ``signature`` = estimated Jaccard >= threshold, ``exact`` = Jaccard of the shingle sets >=
@@ -102,9 +103,11 @@ class _TaskSpill:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        self.final = [work_dir / f"{task_id}.bands.parquet", work_dir / f"{task_id}.sig.u32"]
-        if exact:
+        self.final = [work_dir / f"{task_id}.bands.parquet"]
+        if exact:  # the shingle sets; else the signatures (for estimates)
             self.final += [work_dir / f"{task_id}.shingles.u32", work_dir / f"{task_id}.offsets.i64"]
+        else:
+            self.final += [work_dir / f"{task_id}.sig.u32"]
         self.tmps = [_tmp(p) for p in self.final]
         self.schema = pa.schema(
             [
@@ -120,7 +123,7 @@ class _TaskSpill:
         self.exact = exact
         self.shingles_written = 0
         if exact:
-            self.files[2].write(np.zeros(1, dtype=np.int64).tobytes())
+            self.files[1].write(np.zeros(1, dtype=np.int64).tobytes())
 
     def write(
         self, docs: list[Document], batch: mh.ShingleBatch, sig: np.ndarray, keys: np.ndarray, preview: int
@@ -136,12 +139,13 @@ class _TaskSpill:
         for j in range(keys.shape[1]):
             columns[f"band{j:03d}"] = keys[:, j]
         self.table.write_table(pa.table(columns, schema=self.schema))
-        self.files[0].write(np.ascontiguousarray(sig, dtype=np.uint32).tobytes())
         if self.exact:
-            self.files[1].write(batch.hashes.astype(np.uint32).tobytes())
+            self.files[0].write(batch.hashes.astype(np.uint32).tobytes())
             ends = batch.offsets[1:] + self.shingles_written
-            self.files[2].write(ends.astype(np.int64).tobytes())
+            self.files[1].write(ends.astype(np.int64).tobytes())
             self.shingles_written += int(batch.offsets[-1])
+        else:
+            self.files[0].write(np.ascontiguousarray(sig, dtype=np.uint32).tobytes())
 
     def close(self) -> None:
         self.table.close()
@@ -173,9 +177,11 @@ class _Corpus:
             self.length[lo:hi] = table.column("length").to_numpy()
             self.shingles[lo:hi] = table.column("shingles").to_numpy()
         self.num_perm = num_perm
-        self._sig = [self._map(work_dir / f"{t}.sig.u32", np.uint32, (num_perm,)) for t in task_ids]
+        self._sig: list[np.ndarray] = []
         self._sh = self._off = None
-        if exact:
+        if not exact:
+            self._sig = [self._map(work_dir / f"{t}.sig.u32", np.uint32, (num_perm,)) for t in task_ids]
+        else:
             self._sh = [self._map(work_dir / f"{t}.shingles.u32", np.uint32, ()) for t in task_ids]
             self._off = [self._map(work_dir / f"{t}.offsets.i64", np.int64, ()) for t in task_ids]
 

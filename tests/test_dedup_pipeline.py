@@ -101,7 +101,7 @@ def test_a_crash_then_resume_gives_identical_outputs(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("marker", ["*.sig.u32", "*.decision.json"])
+@pytest.mark.parametrize("marker", ["*.bands.parquet", "*.decision.json"])
 def test_a_kill_then_resume_gives_identical_outputs(
     inputs: Path, tmp_path: Path, reference: dict, marker: str
 ) -> None:

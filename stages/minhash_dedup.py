@@ -271,6 +271,20 @@ class _Corpus:
 NEIGHBOUR_CHUNK = 1 << 20
 
 
+def _table_versions(fold_variants: bool) -> dict[str, str]:
+    """Versions of the data behind the simplification tables (shingles depend on them)."""
+    import unicodedata
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"unicode": unicodedata.unidata_version}
+    if fold_variants:
+        try:
+            out["opencc"] = version("opencc")
+        except PackageNotFoundError:
+            out["opencc"] = "unknown"
+    return out
+
+
 def _band_candidates(keys: np.ndarray, shingles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Candidate pairs of one band: documents (positions) with equal band keys.
 
@@ -458,6 +472,7 @@ class MinhashDedup(GlobalStage):
                     "cjk_chars": p.ngram_cjk,
                     "words": p.ngram_word,
                     "fold_variants": p.fold_variants,
+                    **_table_versions(p.fold_variants),
                 },
             }
         }

@@ -79,6 +79,7 @@ def test_stats_manifest_and_report(result: tuple[Path, dict]) -> None:
     assert [it["label"].split(":")[0] for it in s["examples"][0]["items"]] == ["kept", "dropped"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["minhash_dedup"]["verify"] == "exact"
+    assert manifest["minhash_dedup"]["shingles"]["unicode"]
     b, r = manifest["minhash_dedup"]["bands"], manifest["minhash_dedup"]["rows"]
     assert b * r <= 128
     html = (out / "report.html").read_text()

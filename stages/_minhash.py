@@ -367,16 +367,15 @@ class MinHasher:
 
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """uint64 [docs, bands]: band j hashes signature columns [j*rows, (j+1)*rows)."""
+    """uint64 [docs, bands]: band j hashes signature columns [j*rows, (j+1)*rows) (all bands at
+    once: ``rows`` rounds of splitmix64 over a [docs, bands] array)."""
     n = sig.shape[0]
-    out = np.empty((n, bands), dtype=np.uint64)
+    grid = sig[:, : bands * rows].reshape(n, bands, rows)
     with np.errstate(over="ignore"):
-        for j in range(bands):
-            acc = np.full(n, U64(j) * _P_TOKEN + U64(0x5BD1E995), dtype=np.uint64)
-            for m in range(rows):
-                acc = _mix64(acc ^ sig[:, j * rows + m].astype(np.uint64))
-            out[:, j] = acc
-    return out
+        acc = np.broadcast_to(np.arange(bands, dtype=np.uint64) * _P_TOKEN + U64(0x5BD1E995), (n, bands))
+        for m in range(rows):
+            acc = _mix64(acc ^ grid[:, :, m].astype(np.uint64))
+    return np.ascontiguousarray(acc)
 
 
 def _integrate(f, a: float, b: float, steps: int = 2000) -> float:

@@ -41,7 +41,7 @@ from dataprep.document import Document, Drop
 from dataprep.io import write_text_atomic
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from stages import _minhash as mh
-from stages._keyspill import lookup_ids, read_rows
+from stages._keyspill import ROW_GROUP, lookup_ids, read_rows
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
 PAIR_CHUNK = 20_000  # pairs verified at once (signature: 2 x 20k x num_perm x 4 bytes)
@@ -118,27 +118,34 @@ class _TaskSpill:
                 *[(f"band{j:03d}", pa.uint64()) for j in range(bands)],
             ]
         )
-        self.table = pq.ParquetWriter(self.tmps[0], self.schema, compression="zstd")
+        # band keys are random: neither dictionary encoding nor compression would pay off
+        compression = {name: "zstd" if name in ("id", "preview") else "none" for name in self.schema.names}
+        self.table = pq.ParquetWriter(
+            self.tmps[0], self.schema, compression=compression, use_dictionary=False
+        )
         self.files = [open(p, "wb") for p in self.tmps[1:]]  # noqa: SIM115 (closed in close())
         self.exact = exact
         self.shingles_written = 0
+        self.pending: list[tuple] = []
+        self.pending_rows = 0
         if exact:
             self.files[1].write(np.zeros(1, dtype=np.int64).tobytes())
 
     def write(
         self, docs: list[Document], batch: mh.ShingleBatch, sig: np.ndarray, keys: np.ndarray, preview: int
     ) -> None:
-        import pyarrow as pa
-
-        columns: dict[str, Any] = {
-            "id": [d.id for d in docs],
-            "length": np.fromiter((len(d.text) for d in docs), dtype=np.int32, count=len(docs)),
-            "shingles": batch.sizes().astype(np.int32),
-            "preview": [d.text[:preview] for d in docs],
-        }
-        for j in range(keys.shape[1]):
-            columns[f"band{j:03d}"] = keys[:, j]
-        self.table.write_table(pa.table(columns, schema=self.schema))
+        self.pending.append(
+            (
+                [d.id for d in docs],
+                np.fromiter((len(d.text) for d in docs), dtype=np.int32, count=len(docs)),
+                batch.sizes().astype(np.int32),
+                [d.text[:preview] for d in docs],
+                keys,
+            )
+        )
+        self.pending_rows += len(docs)
+        if self.pending_rows >= ROW_GROUP:
+            self._flush()
         if self.exact:
             self.files[0].write(batch.hashes.astype(np.uint32).tobytes())
             ends = batch.offsets[1:] + self.shingles_written
@@ -147,7 +154,27 @@ class _TaskSpill:
         else:
             self.files[0].write(np.ascontiguousarray(sig, dtype=np.uint32).tobytes())
 
+    def _flush(self) -> None:
+        """Write the buffered batches as one row group (fewer, larger row groups: faster)."""
+        import pyarrow as pa
+
+        if not self.pending:
+            return
+        ids, lengths, sizes, previews, keys = zip(*self.pending, strict=True)
+        band_keys = np.concatenate(keys)
+        columns: dict[str, Any] = {
+            "id": [x for part in ids for x in part],
+            "length": np.concatenate(lengths),
+            "shingles": np.concatenate(sizes),
+            "preview": [x for part in previews for x in part],
+        }
+        for j in range(band_keys.shape[1]):
+            columns[f"band{j:03d}"] = band_keys[:, j]
+        self.table.write_table(pa.table(columns, schema=self.schema), row_group_size=ROW_GROUP)
+        self.pending, self.pending_rows = [], 0
+
     def close(self) -> None:
+        self._flush()
         self.table.close()
         for f in self.files:
             f.close()

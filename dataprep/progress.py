@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import Any
 
 
 class Progress:
@@ -61,7 +62,9 @@ class Progress:
         self._bar.close()
 
 
-def phase_bar(title: str, total: int | None, unit: str = "it", unit_scale: bool = False, quiet: bool = False):
+def phase_bar(
+    title: str, total: int | None, unit: str = "it", unit_scale: bool = False, quiet: bool = False
+) -> Any:
     """A tqdm bar on stderr for one phase of driver-side work (e.g. a global stage's decide),
     refreshed like :class:`Progress`: twice a second on a terminal, every 15 s in a log; nothing
     when ``quiet`` (pass ``DriverContext.quiet``)."""

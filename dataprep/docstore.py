@@ -93,7 +93,8 @@ def read_docs(path: Path, batch_size: int) -> Iterator[list[Document]]:
 class RejectedWriter:
     """Rejected documents of one task, one zstd-compressed JSONL file per stage label.
 
-    Each record: {"id", "source", "stage", "reason", "score", "detail", "text"}.
+    Each record: {"id", "source", "stage", "reason", "score", "detail", "text"}, plus "extra" (an
+    object of structured fields, e.g. a duplicate's cluster and survivor) when the drop has any.
     """
 
     def __init__(self, directory: Path):
@@ -118,6 +119,8 @@ class RejectedWriter:
             "detail": drop.detail,
             "text": drop.doc.text,
         }
+        if drop.extra:
+            record["extra"] = drop.extra
         f[2].write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
 
     def close(self) -> None:

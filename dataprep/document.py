@@ -30,9 +30,12 @@ class Drop:
 
     score: the statistic the decision was based on, when there is one (kept for threshold tuning).
     detail: short human-readable context (e.g. the survivor of a duplicate cluster).
+    extra: optional structured, JSON-serialisable fields for rejected/ (e.g. cluster and survivor
+      ids); written as the record's "extra" object when not empty.
     """
 
     doc: Document
     reason: str
     score: float | None = None
     detail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)

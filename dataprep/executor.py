@@ -136,7 +136,7 @@ class _WorkerState:
         self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
         self.passes = plan_passes(self.stages)
         self.readers: dict[str, registry.Reader] = {}
-        self.key = state["recipe_hash"]
+        self.key = (state["recipe_hash"], state["inputs"])
 
     def reader(self, name: str) -> registry.Reader:
         if name not in self.readers:
@@ -158,8 +158,9 @@ def _worker_init(queue: Any) -> None:
 def _state(run: RunDir) -> _WorkerState:
     key = str(run.out)
     state = _STATE.get(key)
-    run_hash = json.loads((run.work / "run.json").read_text())["recipe_hash"]
-    if state is None or state.key != run_hash:
+    saved = json.loads((run.work / "run.json").read_text())
+    run_key = (saved["recipe_hash"], saved["inputs"])  # same OUT, recipe and inputs: same plan
+    if state is None or state.key != run_key:
         state = _STATE[key] = _WorkerState(run)
     return state
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import Any
 
 
 class Progress:
@@ -59,3 +60,24 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self._bar.close()
+
+
+def phase_bar(
+    title: str, total: int | None, unit: str = "it", unit_scale: bool = False, quiet: bool = False
+) -> Any:
+    """A tqdm bar on stderr for one phase of driver-side work (e.g. a global stage's decide),
+    refreshed like :class:`Progress`: twice a second on a terminal, every 15 s in a log; nothing
+    when ``quiet`` (pass ``DriverContext.quiet``)."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        desc=title,
+        unit=unit,
+        unit_scale=unit_scale,
+        disable=quiet,
+        file=sys.stderr,
+        mininterval=0.5 if sys.stderr.isatty() else 15.0,
+        dynamic_ncols=True,
+        leave=True,
+    )

@@ -1,8 +1,9 @@
 """report.html: one self-contained page (PNG plots embedded) built from stats.json and manifest.json.
 
 Plots: the funnel of documents and characters through the stages, drops by reason, document
-length before and after, and one plot per histogram a stage recorded (filter scores, cluster
-sizes). ``dataprep report OUT`` rebuilds it from the JSON files alone.
+length before and after, one plot per histogram a stage recorded (filter scores, cluster
+sizes), and the examples stages recorded (e.g. duplicate clusters, members side by side).
+``dataprep report OUT`` rebuilds it from the JSON files alone.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _bin_labels(edges: list[float]) -> list[str]:
     return [f"<{short(edges[0])}"] + [f"{short(a)}-" for a in edges[:-1]] + [f"≥{short(edges[-1])}"]
 
 
-def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str) -> str:
+def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabel: str = "documents") -> str:
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -56,7 +57,7 @@ def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str) -> st
     ax.set_xticks(x + width * (len(series) - 1) / 2, labels, rotation=60, fontsize=7)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("documents")
+    ax.set_ylabel(ylabel)
     if len(series) > 1:
         ax.legend()
     return _png(fig, title)
@@ -98,6 +99,20 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _examples(label: str, examples: list[dict[str, Any]]) -> str:
+    """A stage's examples, each as one table row with its items side by side."""
+    out = [f"<h2>Examples: {html.escape(label)}</h2>"]
+    for ex in examples:
+        items = ex.get("items", [])
+        head = "".join(f"<th>{html.escape(str(it.get('label', '')))}</th>" for it in items)
+        cells = "".join(f"<td>{html.escape(str(it.get('text', '')))}</td>" for it in items)
+        out.append(
+            f"<p><b>{html.escape(str(ex.get('title', '')))}</b></p>"
+            f"<table class='examples'><tr>{head}</tr><tr>{cells}</tr></table>"
+        )
+    return "".join(out)
 
 
 def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
@@ -146,7 +161,10 @@ def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
         for name, h in s["histograms"].items():
             if s["label"] == "read" and name == "length_chars":
                 continue
-            parts.append(_hist_plot(f"{s['label']}: {name}", {name: h}, name))
+            parts.append(_hist_plot(f"{s['label']}: {name}", {name: h}, name, ylabel="count"))
+    for s in stages:
+        if s.get("examples"):
+            parts.append(_examples(s["label"], s["examples"]))
     problems = stats["input"]["problem_samples"]
     if problems or stats["input"]["file_notes"]:
         parts.append("<h2>Input problems</h2>")
@@ -162,6 +180,8 @@ def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
         "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:right}"
         "td:first-child{text-align:left}pre{background:#f6f6f6;padding:1em;font-size:12px}"
+        "table.examples td{text-align:left;vertical-align:top;white-space:pre-wrap;max-width:360px;"
+        "font-size:12px}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>dataprep report</title>"

@@ -73,9 +73,9 @@ class DriverContext:
 
     task_ids: all tasks in order. output_dir: the staging directory of the final outputs;
     files written there appear in OUT/ when the run completes. publish(): make an artifact
-    visible to later stages (and to workers of later passes). map(): run a module-level function
-    over items on the run's workers (process pool or Ray cluster) — how a decide phase spreads
-    its work, e.g. one call per hash partition; results come back in item order.
+    visible to later stages (and to workers of later passes). quiet: no progress bars. map(): run
+    a module-level function over items on the run's workers (process pool or Ray cluster) — how a
+    decide phase spreads its work, e.g. one call per hash partition; results in item order.
     """
 
     work_dir: Path

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,7 +57,14 @@ class Histogram:
 @dataclass
 class StageStats:
     """What one stage did: documents and characters in and out, drops by reason, named event
-    counters (e.g. ``pii.email``) and score histograms. Invariant: docs_in = docs_out + Σ drops."""
+    counters (e.g. ``pii.email``) and score histograms. Invariant: docs_in = docs_out + Σ drops.
+
+    examples: a few illustrations for report.html (at most MAX_EXAMPLES, kept in merge order, so
+    task order), each ``{"title": str, "items": [{"label": str, "text": str}, ...]}``; the report
+    shows the items of one example side by side (e.g. the members of a duplicate cluster).
+    """
+
+    MAX_EXAMPLES: ClassVar[int] = 20
 
     docs_in: int = 0
     docs_out: int = 0
@@ -67,6 +74,12 @@ class StageStats:
     dropped_chars: Counter[str] = field(default_factory=Counter)
     counters: Counter[str] = field(default_factory=Counter)
     histograms: dict[str, Histogram] = field(default_factory=dict)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_example(self, title: str, items: list[dict[str, str]]) -> None:
+        """Record an illustration for the report (ignored once MAX_EXAMPLES are kept)."""
+        if len(self.examples) < self.MAX_EXAMPLES:
+            self.examples.append({"title": title, "items": items})
 
     def count(self, name: str, n: int = 1) -> None:
         """Add ``n`` to the named event counter."""
@@ -96,9 +109,10 @@ class StageStats:
                 self.histograms[name].merge(h)
             else:
                 self.histograms[name] = Histogram(list(h.edges), list(h.counts))
+        self.examples += other.examples[: max(self.MAX_EXAMPLES - len(self.examples), 0)]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "docs_in": self.docs_in,
             "docs_out": self.docs_out,
             "chars_in": self.chars_in,
@@ -108,6 +122,9 @@ class StageStats:
             "counters": dict(sorted(self.counters.items())),
             "histograms": {k: h.to_json() for k, h in sorted(self.histograms.items())},
         }
+        if self.examples:
+            out["examples"] = self.examples
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> StageStats:
@@ -120,6 +137,7 @@ class StageStats:
             dropped_chars=Counter(d["dropped_chars"]),
             counters=Counter(d["counters"]),
             histograms={k: Histogram.from_json(h) for k, h in d["histograms"].items()},
+            examples=list(d.get("examples", [])),
         )
 
 

@@ -1,0 +1,550 @@
+"""MinHash near-duplicate machinery, vectorised with numpy (used by the ``minhash_dedup`` stage).
+
+Pipeline for a batch of documents (all arrays, no per-shingle Python):
+
+1. Light simplification, one table lookup per code point (:func:`char_tables`): NFKC of the single
+   character when it stays a single character (full width -> half width, compatibility
+   ideographs -> unified ones), lower case, every decimal digit -> ``0``, and with ``fold_variants``
+   Traditional -> Simplified per character (OpenCC ``t2s`` applied to each Han character alone).
+   Every code point then falls in one class: CJK (Han, kana, Hangul: one token per character),
+   word (letters and digits: runs form one token), ignored (combining marks, format characters:
+   removed without splitting a word) or separator (space, punctuation, symbols, controls).
+2. Tokens -> shingles: ``n`` consecutive tokens of one document, ``n = ngram_cjk`` when CJK
+   tokens are at least half of the document's tokens, else ``ngram_word``. So Chinese text is
+   shingled in character n-grams, Latin text in word n-grams, and mixed text in a token stream
+   where a Chinese character and a Latin word weigh the same. A document with fewer than n tokens
+   has one shingle (all its tokens); one without tokens has none (it is never a duplicate).
+3. Shingle hash: 32 bits, never 0 (polynomial over 64-bit token hashes, splitmix64 finaliser). Duplicate
+   shingles of a document are removed (sort), so its shingle set is a sorted unique uint32 array.
+4. Signature: ``num_perm`` hash functions h_k(x) = (x * a_k) mod 2^32 (a_k odd, from ``seed``;
+   random bijections of the already random, non-zero 32-bit shingle hashes), the minimum over the
+   document's shingles: uint32 [docs, num_perm].
+5. Bands: ``bands`` x ``rows`` (:func:`optimal_bands`), each band hashed into one uint64 key.
+
+Everything is a pure function of (text, parameters, seed): same input, same keys, on any machine
+with the same Unicode and OpenCC tables.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+U64 = np.uint64
+MASK32 = U64(0xFFFFFFFF)
+# Character classes after folding.
+SEPARATOR, CJK, WORD, IGNORED = 0, 1, 2, 3
+TABLE_SIZE = 0x110000
+_SCANNED = 0x40000  # planes 0-3 hold every script with letters; higher planes are separators
+_CJK_RANGES = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x312F),  # Bopomofo
+    (0x3130, 0x318F),  # Hangul compatibility Jamo
+    (0x31A0, 0x31FF),  # Bopomofo ext, Katakana ext
+    (0x3400, 0x4DBF),  # CJK ext A
+    (0x4E00, 0x9FFF),  # CJK unified
+    (0xA960, 0xA97F),  # Hangul Jamo ext A
+    (0xAC00, 0xD7FF),  # Hangul syllables, Jamo ext B
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0x20000, 0x3FFFF),  # CJK ext B-H, compatibility supplement
+)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser on a uint64 array (a bijection with good avalanche)."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> U64(30))
+        x = x * U64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> U64(27))
+        x = x * U64(0x94D049BB133111EB)
+        return x ^ (x >> U64(31))
+
+
+def _is_cjk(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+@functools.lru_cache(maxsize=4)
+def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(fold, cls): uint32 [0x110000] code point -> folded code point, uint8 -> class of the
+    folded code point (SEPARATOR, CJK, WORD, IGNORED). Built once per process (~1 s)."""
+    fold = np.arange(TABLE_SIZE, dtype=np.uint32)
+    cls = np.zeros(TABLE_SIZE, dtype=np.uint8)
+    han: list[int] = []
+    for cp in range(_SCANNED):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        cat = unicodedata.category(ch)
+        if cat in ("Cn", "Co", "Cs"):
+            continue
+        folded = unicodedata.normalize("NFKC", ch)
+        if len(folded) != 1:
+            folded = ch
+        lower = folded.lower()
+        if len(lower) == 1:
+            folded = lower
+        fcat = unicodedata.category(folded)
+        if fcat == "Nd":
+            folded, fcat = "0", "Nd"
+        fcp = ord(folded)
+        fold[cp] = fcp
+        if _is_cjk(fcp) and fcat[0] in "LN":
+            cls[cp] = CJK
+            if fold_variants and (0x3400 <= fcp <= 0x9FFF or fcp >= 0x20000):
+                han.append(cp)
+        elif fcat[0] in "LN":
+            cls[cp] = WORD
+        elif fcat[0] == "M" or fcat == "Cf":
+            cls[cp] = IGNORED
+    if fold_variants and han:
+        import opencc
+
+        converter = opencc.OpenCC("t2s")
+        source = "\n".join(chr(int(fold[cp])) for cp in han)
+        converted = converter.convert(source).split("\n")
+        if len(converted) == len(han):
+            for cp, out in zip(han, converted, strict=True):
+                if len(out) == 1 and _is_cjk(ord(out)):
+                    fold[cp] = ord(out)
+    return fold, cls
+
+
+@functools.lru_cache(maxsize=4)
+def _packed_table(fold_variants: bool) -> np.ndarray:
+    """fold | class << 22 in one uint32 table (one gather per code point instead of two)."""
+    fold, cls = char_tables(fold_variants)
+    return fold | (cls.astype(np.uint32) << np.uint32(22))
+
+
+@dataclass(frozen=True)
+class ShingleBatch:
+    """Shingle sets of a batch of documents.
+
+    hashes: uint32, the sorted unique shingle hashes of document 0, then document 1, ...
+    offsets: int64 [docs + 1]; document i owns hashes[offsets[i]:offsets[i+1]].
+    cjk: bool [docs], True when the document was shingled in CJK mode.
+    """
+
+    hashes: np.ndarray
+    offsets: np.ndarray
+    cjk: np.ndarray
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def shingles(self, i: int) -> np.ndarray:
+        return self.hashes[self.offsets[i] : self.offsets[i + 1]]
+
+
+_P_CHAR = U64(0x9E3779B97F4A7C15)  # odd multipliers (invertible mod 2^64)
+_P_TOKEN = U64(0xC2B2AE3D27D4EB4F)
+_WORD_SALT = U64(0x165667B19E3779F9)
+_CJK_SALT = U64(0x27D4EB2F165667C5)
+
+
+_POWER_TABLES: list[np.ndarray] = []
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(P^i, P^-i) mod 2^32 for i in [0, >= n), uint32; kept for the largest batch seen (8 bytes
+    per code point: 16 MB for MAX_BATCH_CHARS), grown by powers of two."""
+    if not _POWER_TABLES or len(_POWER_TABLES[0]) < n:
+        size = 1 << max(16, int(n - 1).bit_length())
+        p = int(_P_CHAR) & 0xFFFFFFFF
+        forward = (_powers(p, size) & MASK32).astype(np.uint32)
+        backward = (_powers(pow(p, -1, 1 << 32), size) & MASK32).astype(np.uint32)
+        _POWER_TABLES[:] = [forward, backward]
+    return _POWER_TABLES[0], _POWER_TABLES[1]
+
+
+def _powers(base: int, n: int) -> np.ndarray:
+    """base**i mod 2^64 for i in [0, n), as uint64."""
+    out = np.empty(max(n, 1), dtype=np.uint64)
+    out[0] = 1
+    if n > 1:
+        out[1:] = U64(base)
+        with np.errstate(over="ignore"):
+            np.cumprod(out[1:], out=out[1:])
+    return out[:n]
+
+
+MAX_BATCH_CHARS = 1 << 21  # code points processed at once (~50 bytes of work space each)
+
+
+def shingle_batch(
+    texts: list[str], ngram_cjk: int = 5, ngram_word: int = 5, fold_variants: bool = True
+) -> ShingleBatch:
+    """Simplify, tokenise and shingle ``texts`` (see the module docstring); returns their shingle
+    sets as sorted unique uint32 hashes. Long batches are cut into groups of documents of about
+    MAX_BATCH_CHARS code points (a longer document alone), so work space stays bounded."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for t in texts:
+        if groups[-1] and size + len(t) > MAX_BATCH_CHARS:
+            groups.append([])
+            size = 0
+        groups[-1].append(t)
+        size += len(t) + 1
+    if len(groups) == 1:
+        return _shingle_group(texts, ngram_cjk, ngram_word, fold_variants)
+    parts = [_shingle_group(g, ngram_cjk, ngram_word, fold_variants) for g in groups]
+    sizes = np.concatenate([p.sizes() for p in parts])
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return ShingleBatch(
+        np.concatenate([p.hashes for p in parts]), offsets, np.concatenate([p.cjk for p in parts])
+    )
+
+
+def _shingle_group(texts: list[str], ngram_cjk: int, ngram_word: int, fold_variants: bool) -> ShingleBatch:
+    n_docs = len(texts)
+    joined = "\n".join(texts) + "\n"
+    packed = _packed_table(fold_variants)[np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)]
+    cls = (packed >> np.uint32(22)).astype(np.uint8)
+    cp = packed & np.uint32(0x3FFFFF)
+    del packed
+    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=n_docs)
+    keep = cls != IGNORED
+    if not keep.all():
+        starts = np.zeros(n_docs, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        lengths = np.add.reduceat(keep, starts).astype(np.int64)
+        cp, cls = cp[keep], cls[keep]
+    doc_end = np.cumsum(lengths)  # position after each document's separator
+    is_word = cls == WORD
+    is_cjk = cls == CJK
+    # word runs: start where a WORD char follows a non-WORD char (docs are separated by "\n")
+    prev_word = np.empty_like(is_word)
+    prev_word[0] = False
+    prev_word[1:] = is_word[:-1]
+    run_start = is_word & ~prev_word
+    token_at = is_cjk | run_start
+    # hash of each word run: sum_i (c_i + 1) * P^(i - start) mod 2^32 over its code points, from
+    # prefix sums of (c_i + 1) * P^i over the whole batch (one pass), then with the run length
+    # through splitmix64
+    run_starts = np.flatnonzero(run_start)
+    with np.errstate(over="ignore"):
+        if run_starts.size:
+            next_word = np.empty_like(is_word)
+            next_word[-1] = False
+            next_word[:-1] = is_word[1:]
+            run_ends = np.flatnonzero(is_word & ~next_word)
+            forward, backward = _power_tables(cp.size)
+            prefix = np.cumsum((cp + np.uint32(1)) * forward[: cp.size], dtype=np.uint32)
+            before = np.where(run_starts > 0, prefix[run_starts - 1], np.uint32(0))
+            raw = ((prefix[run_ends] - before) * backward[run_starts]).astype(np.uint64)
+            run_len = (run_ends - run_starts + 1).astype(np.uint64)
+            word_hash = _mix64(raw ^ (run_len * _WORD_SALT))
+        token_pos = np.flatnonzero(token_at)
+        values = np.empty(token_pos.size, dtype=np.uint64)
+        tok_is_cjk = is_cjk[token_pos]
+        values[tok_is_cjk] = _mix64(cp[token_pos[tok_is_cjk]].astype(np.uint64) + _CJK_SALT)
+        if run_starts.size:
+            values[~tok_is_cjk] = word_hash
+    tok_doc = np.searchsorted(doc_end, token_pos, side="right")
+    n_tok = np.bincount(tok_doc, minlength=n_docs)
+    n_cjk = np.bincount(tok_doc[tok_is_cjk], minlength=n_docs)
+    doc_cjk = 2 * n_cjk >= n_tok
+    doc_n = np.where(doc_cjk, ngram_cjk, ngram_word).astype(np.int64)
+    # shingle k spans tokens k .. k+n-1 of one document; docs shorter than n: one shingle at their start
+    n_tokens = values.size
+    tok_start = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(n_tok, out=tok_start[1:])
+    k_n = doc_n[tok_doc] if n_tokens else np.zeros(0, dtype=np.int64)
+    k_last = np.minimum(k_n, n_tok[tok_doc]) - 1 if n_tokens else k_n  # offset of the last token
+    end_in_doc = tok_start[1:][tok_doc] - np.arange(n_tokens)  # tokens from k to the doc end
+    valid = end_in_doc >= k_last + 1
+    acc = values.copy()
+    max_n = int(max(ngram_cjk, ngram_word))
+    with np.errstate(over="ignore"):
+        for m in range(1, max_n):
+            shifted = np.zeros(n_tokens, dtype=np.uint64)
+            if m < n_tokens:
+                shifted[:-m] = values[m:]
+            use = m <= k_last
+            acc = np.where(use, acc * _P_TOKEN + shifted, acc)
+        shingle = (_mix64(acc) >> U64(32)).astype(np.uint64)
+        shingle[shingle == 0] = 1  # 0 is a fixed point of every permutation: never a shingle hash
+    # short documents: only their first token starts a shingle
+    short = (n_tok[tok_doc] < k_n) if n_tokens else valid
+    first_of_doc = np.zeros(n_tokens, dtype=bool)
+    if n_tokens:
+        first_of_doc[tok_start[:-1][n_tok > 0]] = True
+    valid &= ~short | first_of_doc
+    keys = (tok_doc[valid].astype(np.uint64) << U64(32)) | shingle[valid]
+    keys.sort()
+    if keys.size:
+        distinct = np.empty(keys.size, dtype=bool)
+        distinct[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=distinct[1:])
+        keys = keys[distinct]
+    key_doc = (keys >> U64(32)).astype(np.int64)
+    offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(key_doc, minlength=n_docs), out=offsets[1:])
+    return ShingleBatch((keys & MASK32).astype(np.uint32), offsets, doc_cjk)
+
+
+def shingle_strings(
+    text: str, ngram_cjk: int = 5, ngram_word: int = 5, fold_variants: bool = True
+) -> list[str]:
+    """The same shingles as :func:`shingle_batch`, as strings (tokens joined by a space); slow,
+    for reference implementations (datasketch in tests and benchmarks) and for reading."""
+    fold, cls_table = char_tables(fold_variants)
+    tokens: list[str] = []
+    cjk_tokens = 0
+    word: list[str] = []
+    for ch in text:
+        c = chr(int(fold[ord(ch)]))
+        k = int(cls_table[ord(ch)])
+        if k == IGNORED:
+            continue
+        if k == WORD:
+            word.append(c)
+            continue
+        if word:
+            tokens.append("".join(word))
+            word = []
+        if k == CJK:
+            tokens.append(c)
+            cjk_tokens += 1
+    if word:
+        tokens.append("".join(word))
+    if not tokens:
+        return []
+    n = ngram_cjk if 2 * cjk_tokens >= len(tokens) else ngram_word
+    if len(tokens) < n:
+        return [" ".join(tokens)]
+    return sorted({" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)})
+
+
+class MinHasher:
+    """Signatures of shingle sets: uint32 [docs, num_perm] (see the module docstring).
+
+    A document without shingles gets a signature of all 0xFFFFFFFF.
+    """
+
+    CHUNK = 2048  # shingles per vectorised block: num_perm x CHUNK x 4 bytes stay in the L2 cache
+
+    def __init__(self, num_perm: int, seed: int = 0):
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([0x6D696E68, seed])))
+        self.num_perm = num_perm
+        self.a = (rng.integers(0, 1 << 32, size=num_perm, dtype=np.uint64) | U64(1)).astype(np.uint32)
+
+    def signatures(self, batch: ShingleBatch) -> np.ndarray:
+        """uint32 [docs, num_perm]: h_k(x) = (x * a_k) mod 2^32 with a_k odd (a random bijection of
+        the non-zero, already random 32-bit shingle hashes per k; one SIMD multiply per shingle
+        and permutation), minimum per document."""
+        n_docs = len(batch.offsets) - 1
+        sig = np.full((n_docs, self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
+        hashes = batch.hashes
+        total = hashes.size
+        if total:
+            offsets = batch.offsets
+            work = np.empty((self.num_perm, self.CHUNK), dtype=np.uint32)
+            a = self.a[:, None]
+            for lo in range(0, total, self.CHUNK):
+                hi = min(lo + self.CHUNK, total)
+                w = work[:, : hi - lo]
+                np.multiply(a, hashes[None, lo:hi], out=w)
+                # documents overlapping [lo, hi): first..last; their segment starts inside the chunk
+                first = int(np.searchsorted(offsets, lo, side="right")) - 1
+                last = int(np.searchsorted(offsets, hi, side="left"))
+                ids = np.arange(first, last)
+                ids = ids[offsets[ids + 1] > offsets[ids]]  # skip documents without shingles
+                if len(ids) == 1:
+                    part = w.min(axis=1)[None, :]
+                else:
+                    seg = np.maximum(offsets[ids], lo) - lo
+                    part = np.minimum.reduceat(w, seg, axis=1).T
+                sig[ids] = np.minimum(sig[ids], part)
+        return sig
+
+
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """uint64 [docs, bands]: band j hashes signature columns [j*rows, (j+1)*rows) (all bands at
+    once: ``rows`` rounds of splitmix64 over a [docs, bands] array)."""
+    n = sig.shape[0]
+    grid = sig[:, : bands * rows].reshape(n, bands, rows)
+    with np.errstate(over="ignore"):
+        acc = np.broadcast_to(np.arange(bands, dtype=np.uint64) * _P_TOKEN + U64(0x5BD1E995), (n, bands))
+        for m in range(rows):
+            acc = _mix64(acc ^ grid[:, :, m].astype(np.uint64))
+    return np.ascontiguousarray(acc)
+
+
+def _integrate(f, a: float, b: float, steps: int = 2000) -> float:
+    xs = np.linspace(a, b, steps + 1)
+    ys = f(xs)
+    return float(np.sum((ys[1:] + ys[:-1]) * 0.5 * np.diff(xs)))
+
+
+def false_positive_area(threshold: float, bands: int, rows: int) -> float:
+    """∫_0^t P(candidate | J=s) ds with P = 1 - (1 - s^rows)^bands."""
+    return _integrate(lambda s: 1.0 - (1.0 - s**rows) ** bands, 0.0, threshold)
+
+
+def false_negative_area(threshold: float, bands: int, rows: int) -> float:
+    """∫_t^1 P(not candidate | J=s) ds."""
+    return _integrate(lambda s: (1.0 - s**rows) ** bands, threshold, 1.0)
+
+
+@functools.lru_cache(maxsize=64)
+def optimal_bands(
+    threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5
+) -> tuple[int, int]:
+    """(bands, rows) with bands * rows <= num_perm minimising
+    fp_weight * false_positive_area + fn_weight * false_negative_area (datasketch's rule)."""
+    best, best_err = (1, num_perm), float("inf")
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            err = fp_weight * false_positive_area(threshold, b, r) + fn_weight * false_negative_area(
+                threshold, b, r
+            )
+            if err < best_err - 1e-12:
+                best, best_err = (b, r), err
+    return best
+
+
+def candidate_probability(similarity: float, bands: int, rows: int) -> float:
+    """Probability that two documents of Jaccard ``similarity`` share at least one band."""
+    return 1.0 - (1.0 - similarity**rows) ** bands
+
+
+def jaccard_exact(a: np.ndarray, b: np.ndarray) -> float:
+    """Jaccard of two sorted unique uint32 arrays (1.0 for two empty sets)."""
+    if a.size == 0 and b.size == 0:
+        return 1.0
+    inter = np.intersect1d(a, b, assume_unique=True).size
+    return inter / (a.size + b.size - inter)
+
+
+def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Concatenated aranges: [starts[0], starts[0] + sizes[0]), [starts[1], ...), ... (int64)."""
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    firsts = np.cumsum(sizes) - sizes
+    return np.arange(total, dtype=np.int64) + np.repeat(starts.astype(np.int64) - firsts, sizes)
+
+
+def pair_jaccard_flat(
+    left: np.ndarray, left_sizes: np.ndarray, right: np.ndarray, right_sizes: np.ndarray
+) -> np.ndarray:
+    """Exact Jaccard of many pairs of sorted unique uint32 sets at once (float64 [pairs]); the
+    sets of each side are concatenated in pair order, with their sizes. Two empty sets: 1.0."""
+    n = len(left_sizes)
+    if n == 0:
+        return np.zeros(0)
+    la, lb = np.asarray(left_sizes, np.int64), np.asarray(right_sizes, np.int64)
+    keys = np.concatenate(
+        [
+            (np.repeat(np.arange(n, dtype=np.uint64), la) << U64(32)) | left.astype(np.uint64),
+            (np.repeat(np.arange(n, dtype=np.uint64), lb) << U64(32)) | right.astype(np.uint64),
+        ]
+    )
+    keys.sort()
+    same = keys[1:] == keys[:-1]
+    inter = np.bincount((keys[1:][same] >> U64(32)).astype(np.int64), minlength=n)
+    union = la + lb - inter
+    return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+def pair_jaccard(
+    left: list[np.ndarray] | tuple[np.ndarray, ...], right: list[np.ndarray] | tuple[np.ndarray, ...]
+) -> np.ndarray:
+    """:func:`pair_jaccard_flat` for lists of sets."""
+    if not len(left):
+        return np.zeros(0)
+    sizes = [np.fromiter((x.size for x in side), dtype=np.int64, count=len(side)) for side in (left, right)]
+    return pair_jaccard_flat(np.concatenate(left), sizes[0], np.concatenate(right), sizes[1])
+
+
+class UnionFind:
+    """Disjoint sets over 0..n-1 with vectorised union of many pairs at once.
+
+    Invariant: parent[x] <= x, so the root of a set is its smallest member and hooking a larger
+    root under a smaller one can never make a cycle. Memory: one int32 (int64 past 2^31) per node.
+    """
+
+    def __init__(self, n: int):
+        self.parent = np.arange(n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+
+    def find(self, x: np.ndarray) -> np.ndarray:
+        """Roots of ``x`` (pointer jumping; the visited nodes are compressed)."""
+        r = self.parent[x]
+        while True:
+            up = self.parent[r]
+            if np.array_equal(up, r):
+                break
+            r = up
+        self.parent[x] = r
+        return r
+
+    def union(self, u: np.ndarray, v: np.ndarray) -> int:
+        """Merge the sets of every pair (u[i], v[i]); returns how many pairs joined two sets."""
+        joined = 0
+        first = True
+        while len(u):
+            ru, rv = self.find(u), self.find(v)
+            apart = ru != rv
+            if first:
+                joined = int(np.count_nonzero(apart))
+                first = False
+            if not apart.any():
+                break
+            ru, rv, u, v = ru[apart], rv[apart], u[apart], v[apart]
+            np.minimum.at(self.parent, np.maximum(ru, rv), np.minimum(ru, rv).astype(self.parent.dtype))
+        return joined
+
+    def compress(self) -> None:
+        """Point every node straight at its root."""
+        while True:
+            up = self.parent[self.parent]
+            if np.array_equal(up, self.parent):
+                return
+            self.parent = up
+
+    def roots(self) -> np.ndarray:
+        self.compress()
+        return self.parent
+
+
+SMALL_GROUP = 8
+
+
+def group_pairs(members: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs (u, v) inside groups of documents that share a band key.
+
+    members: document indices, group after group; starts/sizes: each group's first index in
+    ``members`` and its size (>= 2). Groups of up to SMALL_GROUP documents give all their pairs;
+    larger ones give a star (first member with every other) plus a chain (each with the next),
+    so every group stays connected with O(size) pairs."""
+    us: list[np.ndarray] = []
+    vs: list[np.ndarray] = []
+    small = sizes <= SMALL_GROUP
+    for s in np.unique(sizes[small]):
+        i, j = np.triu_indices(int(s), k=1)
+        base = starts[small & (sizes == s)][:, None]
+        us.append(members[(base + i[None, :]).ravel()])
+        vs.append(members[(base + j[None, :]).ravel()])
+    big = np.flatnonzero(~small)
+    if big.size:
+        big_starts, big_sizes = starts[big], sizes[big]
+        rel = np.arange(int(big_sizes.sum())) - np.repeat(np.cumsum(big_sizes) - big_sizes, big_sizes)
+        pos = np.repeat(big_starts, big_sizes) + rel
+        others = rel > 0
+        us.append(members[np.repeat(big_starts, big_sizes)[others]])
+        vs.append(members[pos[others]])
+        chain = rel > 1  # (first, second) is already in the star
+        us.append(members[pos[chain] - 1])
+        vs.append(members[pos[chain]])
+    if not us:
+        empty = np.zeros(0, dtype=members.dtype)
+        return empty, empty
+    return np.concatenate(us), np.concatenate(vs)

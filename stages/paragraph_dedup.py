@@ -1,0 +1,213 @@
+"""Paragraph (or line) deduplication across the corpus: boilerplate removal.
+
+A paragraph found in more than ``max_docs`` documents is boilerplate: it is removed from every
+document but the first one (corpus order: task, then row) that contains it. Paragraphs are the
+lines of a document (``unit: line``) or its blocks separated by blank lines (``unit: paragraph``);
+two paragraphs are equal when they are equal after stripping and collapsing whitespace. Those
+shorter than ``min_chars`` (after that) are never touched. A paragraph repeated inside one
+document counts once for that document; in the documents it is removed from, every occurrence
+goes. A document left without text is dropped as ``duplicate_paragraphs``.
+
+compute: spill (xxh3-128 of the paragraph, row) entries per task (see ``_keyspill``).
+decide:  group equal paragraphs over the corpus in key-range partitions (bounded memory) and write,
+         per task, the (paragraph, row) entries to remove.
+apply:   rebuild each affected document without its marked paragraphs.
+stats:   counters ``paragraphs`` (distinct per document, long enough), ``repeated_paragraphs``,
+         ``boilerplate_paragraphs`` (distinct texts over max_docs), ``paragraphs_removed``,
+         ``chars_removed``, ``docs_changed``; histogram ``docs_per_paragraph`` of repeated ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from dataprep.document import Document, Drop
+from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
+from stages._keyspill import EntryResults, KeySpill, digests_to_keys, partitions
+
+DOCS_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096, 16384]
+BLANK_LINES = re.compile(r"(\n[ \t\u3000]*\n\s*)")
+EXAMPLE_CHARS = 300
+
+
+@dataclass
+class ParagraphDedupParams:
+    unit: Literal["line", "paragraph"] = param(
+        "line", help="line: every line is a paragraph; paragraph: blocks separated by blank lines"
+    )
+    max_docs: int = param(
+        3, help="a paragraph found in more documents than this is removed from all but the first"
+    )
+    min_chars: int = param(20, help="paragraphs shorter than this (whitespace collapsed) are kept")
+    examples: int = param(
+        5, help="removals recorded per task for report.html (which shows up to 20, in task order)"
+    )
+
+    def validate(self) -> None:
+        if self.max_docs < 1:
+            raise ValueError("max_docs must be >= 1")
+        if self.min_chars < 1:
+            raise ValueError("min_chars must be >= 1")
+
+
+def _key_text(paragraph: str) -> str:
+    return " ".join(paragraph.split())
+
+
+@register
+class ParagraphDedup(GlobalStage):
+    """Remove paragraphs (lines) repeated in more than max_docs documents from all but the first."""
+
+    name = "paragraph_dedup"
+    Params = ParagraphDedupParams
+
+    def __init__(self, params: ParagraphDedupParams):
+        super().__init__(params)
+        self._spill: KeySpill | None = None
+        self._rows = 0
+        self._remove: dict[int, set[tuple[int, int]]] | None = None
+
+    def begin_task(self, ctx: StageContext) -> None:
+        self._spill, self._rows, self._remove, self._position = KeySpill(), 0, None, 0
+
+    def _pieces(self, text: str) -> list[str]:
+        """The document cut into paragraphs and separators, alternating (even indices: paragraphs)."""
+        if self.params.unit == "line":
+            parts: list[str] = []
+            for line in text.split("\n"):
+                parts += [line, "\n"]
+            return parts[:-1]
+        return BLANK_LINES.split(text)
+
+    def _keys(self, paragraphs: list[str]) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """(indices of the paragraphs long enough, their key halves hi, lo)."""
+        import xxhash
+
+        idx, digests = [], []
+        for i, p in enumerate(paragraphs):
+            key = _key_text(p)
+            if len(key) >= self.params.min_chars:
+                idx.append(i)
+                digests.append(xxhash.xxh3_128_digest(key.encode("utf-8")))
+        hi, lo = digests_to_keys(digests)
+        return idx, hi, lo
+
+    def compute(self, batch: list[Document], ctx: StageContext) -> None:
+        assert self._spill is not None
+        his, los, rows = [], [], []
+        for doc in batch:
+            _, hi, lo = self._keys(self._pieces(doc.text)[::2])
+            his.append(hi)
+            los.append(lo)
+            rows.append(np.full(len(hi), self._rows, dtype=np.int64))
+            self._rows += 1
+        if rows:
+            self._spill.add(np.concatenate(his), np.concatenate(los), np.concatenate(rows))
+
+    def finish_compute(self, ctx: StageContext) -> None:
+        assert self._spill is not None
+        self._spill.close(ctx.work_dir / f"{ctx.task_id}.keys.npy")
+        self._spill = None
+
+    def decide(self, ctx: DriverContext) -> dict:
+        from dataprep.progress import phase_bar
+
+        key_paths = [ctx.work_dir / f"{t}.keys.npy" for t in ctx.task_ids]
+        counts = [len(np.load(p, mmap_mode="r")) for p in key_paths]
+        marks = EntryResults([ctx.work_dir / f"{t}.remove.npy" for t in ctx.task_ids], counts, "u1", fill=0)
+        hist = ctx.stats.histogram("docs_per_paragraph", DOCS_EDGES)
+        repeated = boilerplate = removed = 0
+        bar = phase_bar(
+            "paragraph_dedup: grouping paragraphs", sum(counts), "par", unit_scale=True, quiet=ctx.quiet
+        )
+        for part in partitions(key_paths):
+            bar.update(len(part.hi))
+            order, starts = part.group_order()
+            if not len(order):
+                continue
+            first = np.flatnonzero(starts)
+            size = np.diff(np.append(first, len(order)))
+            group = np.cumsum(starts) - 1
+            remove_sorted = (size[group] > self.params.max_docs) & ~starts
+            values = np.zeros(len(order), dtype=np.uint8)
+            values[order] = remove_sorted
+            marks.write(part, values)
+            hist.add(size[size > 1])
+            repeated += int(np.count_nonzero(size > 1))
+            boilerplate += int(np.count_nonzero(size > self.params.max_docs))
+            removed += int(np.count_nonzero(remove_sorted))
+        bar.close()
+        marks.close()
+        for t in ctx.task_ids:  # per task: the entries to remove, all apply needs
+            entries = np.load(ctx.work_dir / f"{t}.keys.npy")
+            mask = np.load(ctx.work_dir / f"{t}.remove.npy").astype(bool)
+            path = ctx.work_dir / f"{t}.decision.npy"
+            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+            with open(tmp, "wb") as f:
+                np.save(f, entries[mask])
+            os.replace(tmp, path)
+        ctx.stats.count("paragraphs", sum(counts))
+        ctx.stats.count("repeated_paragraphs", repeated)
+        ctx.stats.count("boilerplate_paragraphs", boilerplate)
+        ctx.stats.count("occurrences_to_remove", removed)
+        return {}
+
+    def _load_removals(self, ctx: StageContext) -> dict[int, set[tuple[int, int]]]:
+        chosen = np.load(ctx.work_dir / f"{ctx.task_id}.decision.npy")
+        out: dict[int, set[tuple[int, int]]] = {}
+        for hi, lo, row in zip(
+            chosen["hi"].tolist(), chosen["lo"].tolist(), chosen["row"].tolist(), strict=True
+        ):
+            out.setdefault(row, set()).add((hi, lo))
+        return out
+
+    def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        if self._remove is None:
+            self._remove = self._load_removals(ctx)
+        out: list[StageResult] = []
+        for doc in batch:
+            row = self._position
+            self._position += 1
+            remove = self._remove.get(row)
+            if not remove:
+                out.append(doc)
+                continue
+            pieces = self._pieces(doc.text)
+            idx, hi, lo = self._keys(pieces[::2])
+            gone = [
+                2 * i for i, h, l_ in zip(idx, hi.tolist(), lo.tolist(), strict=True) if (h, l_) in remove
+            ]
+            drop_set = set(gone)
+            kept: list[str] = []
+            for j in range(0, len(pieces), 2):
+                if j in drop_set:
+                    continue
+                if kept:
+                    kept.append(pieces[j - 1])
+                kept.append(pieces[j])
+            text = "".join(kept)
+            removed_chars = len(doc.text) - len(text)
+            ctx.stats.count("paragraphs_removed", len(gone))
+            ctx.stats.count("chars_removed", removed_chars)
+            ctx.stats.count("docs_changed")
+            if len(ctx.stats.examples) < self.params.examples:
+                ctx.stats.add_example(
+                    f"{doc.id}: {len(gone)} boilerplate paragraph(s) removed",
+                    [
+                        {"label": "removed", "text": "\n".join(pieces[j] for j in gone)[:EXAMPLE_CHARS]},
+                        {"label": "document after", "text": text[:EXAMPLE_CHARS]},
+                    ],
+                )
+            if not text.strip():
+                out.append(
+                    Drop(doc, "duplicate_paragraphs", detail="every paragraph is boilerplate found elsewhere")
+                )
+                continue
+            doc.text = text
+            out.append(doc)
+        return out

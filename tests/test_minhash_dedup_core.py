@@ -1,0 +1,207 @@
+"""The MinHash machinery of stages/_minhash.py: shingles, signatures, bands, union-find."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dedup_support import real_docs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stages import _minhash as mh
+
+ALPHABET = "秦川雄帝宅函谷壯皇居綺殿千尋起的是了abcXYZ019０１ＡＢ，。！？ \n\t-_'é\u0301\u200b"
+texts = st.text(alphabet=ALPHABET, max_size=60)
+
+
+def string_jaccard(a: list[str], b: list[str]) -> float:
+    x, y = set(a), set(b)
+    return len(x & y) / len(x | y) if x | y else 1.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=6))
+def test_vectorised_shingles_match_the_reference(batch: list[str]) -> None:
+    shingles = mh.shingle_batch(batch)
+    reference = [mh.shingle_strings(t) for t in batch]
+    assert shingles.sizes().tolist() == [len(r) for r in reference]
+    for i in range(len(batch)):
+        for j in range(len(batch)):
+            assert mh.jaccard_exact(shingles.shingles(i), shingles.shingles(j)) == pytest.approx(
+                string_jaccard(reference[i], reference[j])
+            )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(texts, min_size=2, max_size=5), st.integers(0, 3))
+def test_a_document_hashes_the_same_whatever_its_batch(batch: list[str], seed: int) -> None:
+    hasher = mh.MinHasher(32, seed)
+    together = hasher.signatures(mh.shingle_batch(batch))
+    alone = np.vstack([hasher.signatures(mh.shingle_batch([t])) for t in batch])
+    assert np.array_equal(together, alone)
+
+
+def test_simplification_folds_script_width_case_and_digits() -> None:
+    same = [
+        (
+            "秦川雄帝宅，函谷壯皇居。綺殿千尋起",
+            "秦川雄帝宅,函谷壮皇居.绮殿千寻起",
+        ),  # Traditional / Simplified
+        ("ＡＢＣ　Ｄｅｆ　ｇｈｉ １２３", "abc def ghi 456"),  # full width, case, digits
+        ("Hello,   World!!", "hello world"),  # punctuation and spaces
+    ]
+    for a, b in same:
+        assert mh.shingle_strings(a) == mh.shingle_strings(b)
+    assert mh.shingle_strings("秦川雄帝宅壯皇", fold_variants=False) != mh.shingle_strings("秦川雄帝宅壮皇")
+
+
+def test_chinese_is_shingled_in_characters_and_latin_in_words() -> None:
+    batch = mh.shingle_batch(["床前明月光疑是地上霜", "the quick brown fox jumps over the lazy dog"])
+    assert batch.cjk.tolist() == [True, False]
+    assert mh.shingle_strings("床前明月光疑是地上霜")[0] == "光 疑 是 地 上"
+    assert "quick brown fox jumps over" in mh.shingle_strings("the quick brown fox jumps over the lazy dog")
+    assert mh.shingle_strings("。。！") == []
+    assert mh.shingle_strings("短句") == ["短 句"]
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8, 0.9])
+@pytest.mark.parametrize("weights", [(0.5, 0.5), (0.1, 0.9)])
+def test_bands_and_rows_match_datasketch(threshold: float, weights: tuple[float, float]) -> None:
+    from datasketch.lsh import _optimal_param
+
+    assert mh.optimal_bands(threshold, 128, *weights) == _optimal_param(threshold, 128, *weights)
+
+
+def test_candidate_probability_is_the_s_curve() -> None:
+    b, r = mh.optimal_bands(0.8, 128, 0.1, 0.9)
+    assert mh.candidate_probability(0.95, b, r) > 0.99
+    assert mh.candidate_probability(0.3, b, r) < 0.01
+
+
+def _edited(text: str, rng: np.random.Generator, rate: float) -> str:
+    chars = list(text)
+    for i in rng.choice(len(chars), size=max(1, int(rate * len(chars))), replace=False):
+        chars[i] = "某" if ord(chars[i]) > 0x2E80 else "q"
+    return "".join(chars)
+
+
+def test_jaccard_estimates_agree_with_datasketch_on_real_documents() -> None:
+    """Same expected value (the true Jaccard) and comparable variance as datasketch's MinHash."""
+    from datasketch import MinHash
+
+    docs = [d["text"] for d in real_docs()]
+    rng = np.random.default_rng(7)
+    pairs = [(docs[i], docs[i + 1]) for i in range(0, 8, 2)]  # the same poems in two editions
+    pairs += [
+        (d, _edited(d, rng, rate)) for d, rate in zip(docs[8:], [0.01, 0.02, 0.03, 0.05] * 2, strict=True)
+    ]
+    seeds = range(40)
+    num_perm = 128
+    for a, b in pairs:
+        sa, sb = mh.shingle_strings(a), mh.shingle_strings(b)
+        truth = string_jaccard(sa, sb)
+        ours = []
+        for seed in seeds:
+            sig = mh.MinHasher(num_perm, seed).signatures(mh.shingle_batch([a, b]))
+            ours.append(float(np.mean(sig[0] == sig[1])))
+        theirs = []
+        for seed in seeds:
+            ma, mb = MinHash(num_perm=num_perm, seed=seed), MinHash(num_perm=num_perm, seed=seed)
+            ma.update_batch([s.encode() for s in sa])
+            mb.update_batch([s.encode() for s in sb])
+            theirs.append(ma.jaccard(mb))
+        binomial_sd = np.sqrt(truth * (1 - truth) / num_perm)
+        standard_error = binomial_sd / np.sqrt(len(seeds)) + 1e-3
+        assert abs(np.mean(ours) - truth) < 4 * standard_error
+        assert abs(np.mean(theirs) - truth) < 4 * standard_error
+        if 0.05 < truth < 0.95:
+            ratio = np.var(ours) / np.var(theirs)
+            assert 0.4 < ratio < 2.5, (truth, np.var(ours), np.var(theirs))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(
+            st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=60)
+        )
+    )
+)
+def test_union_find_matches_a_reference(case: tuple[int, list[tuple[int, int]]]) -> None:
+    n, pairs = case
+    uf = mh.UnionFind(n)
+    half = len(pairs) // 2
+    for chunk in (pairs[:half], pairs[half:]):
+        if chunk:
+            u, v = np.array(chunk).T
+            uf.union(u, v)
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        parent[max(ra, rb)] = min(ra, rb)
+    assert uf.roots().tolist() == [find(x) for x in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(2, 30), min_size=1, max_size=8))
+def test_group_pairs_connect_every_group(sizes: list[int]) -> None:
+    members = np.arange(sum(sizes))
+    starts = np.cumsum([0, *sizes[:-1]])
+    u, v = mh.group_pairs(members, starts, np.array(sizes))
+    uf = mh.UnionFind(len(members))
+    uf.union(u, v)
+    roots = uf.roots()
+    assert np.array_equal(roots, np.repeat(starts, sizes))
+    assert np.all(np.repeat(np.arange(len(sizes)), sizes)[u] == np.repeat(np.arange(len(sizes)), sizes)[v])
+
+
+def test_pair_jaccard_is_exact() -> None:
+    a = np.array([1, 2, 3, 4], dtype=np.uint32)
+    b = np.array([3, 4, 5], dtype=np.uint32)
+    c = np.zeros(0, dtype=np.uint32)
+    assert mh.pair_jaccard([a, a, a], [b, a, c]).tolist() == [pytest.approx(2 / 5), 1.0, 0.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=8), st.integers(1, 9))
+def test_signatures_are_the_minimum_over_each_document_whatever_the_block_size(
+    batch: list[str], chunk: int
+) -> None:
+    shingles = mh.shingle_batch(batch)
+    hasher = mh.MinHasher(16, 1)
+    hasher.CHUNK = chunk
+    sig = hasher.signatures(shingles)
+    for i in range(len(batch)):
+        x = shingles.shingles(i)
+        expected = (x[:, None] * hasher.a[None, :]).min(axis=0) if x.size else np.full(16, 0xFFFFFFFF)
+        assert np.array_equal(sig[i], expected)
+
+
+def test_long_batches_are_cut_without_changing_the_shingles(monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = [d["text"] for d in real_docs()]
+    whole = mh.shingle_batch(docs)
+    monkeypatch.setattr(mh, "MAX_BATCH_CHARS", 500)
+    cut = mh.shingle_batch(docs)
+    assert np.array_equal(whole.offsets, cut.offsets)
+    assert np.array_equal(whole.hashes, cut.hashes)
+    assert np.array_equal(whole.cjk, cut.cjk)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sets(st.integers(0, 30), max_size=12), st.sets(st.integers(0, 30), max_size=12)),
+        max_size=6,
+    )
+)
+def test_pair_jaccard_flat_matches_python_sets(pairs: list[tuple[set[int], set[int]]]) -> None:
+    left = [np.array(sorted(a), dtype=np.uint32) for a, _ in pairs]
+    right = [np.array(sorted(b), dtype=np.uint32) for _, b in pairs]
+    expected = [len(a & b) / len(a | b) if a | b else 1.0 for a, b in pairs]
+    assert mh.pair_jaccard(left, right).tolist() == pytest.approx(expected)

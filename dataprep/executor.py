@@ -49,6 +49,7 @@ from dataprep.stage import (
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats, check_accounting
 
 READ_LABEL = "read"
+COMPLETE = "complete.json"  # in OUT/work once the outputs are in place
 OUTPUT_ENTRIES = (
     "manifest.json",
     "stats.json",
@@ -509,6 +510,10 @@ def prepare(
         "inputs": Plan(files, []).fingerprint(),
     }
     resumed = _prepare_out(run, fingerprint)
+    if resumed and (run.work / COMPLETE).exists() and (run.out / "stats.json").exists():
+        if not quiet:
+            _log(f"{run.out}: this run is already complete (same recipe, seed and inputs); nothing to do")
+        return json.loads((run.out / "stats.json").read_text(encoding="utf-8"))
     if resumed and not quiet:
         _log(f"resuming the run in {run.out} (completed work is kept)")
     write_text_atomic(
@@ -525,7 +530,7 @@ def prepare(
         plan_report.samples = saved["samples"]
         hashes = saved["sha256"]
     else:
-        plan = make_plan(files, recipe, plan_report)
+        plan = make_plan(files, recipe, plan_report, scratch=run.work / "inputs")
         hashes = {f.rel: file_sha256(f.path) for f in files}
         write_text_atomic(
             plan_file,
@@ -623,8 +628,11 @@ def prepare(
                 manifest_parts.append(result["manifest"])
                 driver_stats[label].merge(StageStats.from_json(result["stats"]))
                 timings[f"decide.{label}"] = time.monotonic() - t0
-            if p.index > 0 and not keep_work:
-                shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+            if not keep_work:  # what the next pass no longer reads
+                if p.index == 0:
+                    shutil.rmtree(run.work / "inputs", ignore_errors=True)
+                else:
+                    shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
     stats = _finalize(
         run,
         recipe,
@@ -644,6 +652,11 @@ def prepare(
     write_text_atomic(
         run.out / "timings.json", json.dumps({"workers": workers, "seconds": timings}, indent=1)
     )
+    write_text_atomic(run.work / COMPLETE, "{}")
+    if not keep_work:  # intermediates are no longer needed; run.json + COMPLETE make reruns no-ops
+        for entry in run.work.iterdir():
+            if entry.name not in ("run.json", COMPLETE):
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     if not quiet:
         _summary(stats, run.out, timings["total"])
     return stats

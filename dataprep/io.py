@@ -167,6 +167,43 @@ def line_splits(path: str | Path, split_bytes: int) -> list[tuple[int, int, int]
     return splits
 
 
+def decompress_chunks(
+    path: str | Path, prefix: Path, chunk_bytes: int
+) -> tuple[list[tuple[Path, int, int]], str]:
+    """Decompress ``path`` into plain files ``<prefix>.NNNNN`` of about ``chunk_bytes``, cut at line
+    ends (a byte-exact copy: over-long lines are copied in pieces, never held whole).
+
+    Returns ([(chunk path, first line (1-based), bytes)], error message or "" when the compressed
+    data ended early; the chunks hold everything read before the error).
+    """
+    chunks: list[tuple[Path, int, int]] = []
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    line, error = 1, ""
+    out = None
+    with RawInput(path) as f:
+        try:
+            while True:
+                piece = f.stream.readline(READ_BUFFER)
+                if not piece:
+                    break
+                if out is None:
+                    chunk = prefix.with_name(f"{prefix.name}.{len(chunks):05d}")
+                    out = open(chunk, "wb")  # noqa: SIM115 (closed below)
+                    chunks.append((chunk, line, 0))
+                out.write(piece)
+                if piece.endswith(b"\n"):
+                    line += 1
+                    if out.tell() >= chunk_bytes:
+                        out.close()
+                        out = None
+        except (OSError, EOFError) as e:
+            error = f"cannot read past line {line}: {e}"
+        finally:
+            if out is not None:
+                out.close()
+    return [(p, first, os.path.getsize(p)) for p, first, _ in chunks], error
+
+
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[BinaryIO]:
     """Write to ``path`` through a temporary file renamed into place on success."""

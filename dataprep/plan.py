@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprep import stage as registry
-from dataprep.io import logical_suffix, looks_binary, sniff
+from dataprep.io import compression_of, decompress_chunks, logical_suffix, looks_binary, sniff
 from dataprep.recipe import InputParams, Recipe
 from dataprep.stage import InputSplit, ReadReport
 
@@ -119,8 +119,17 @@ def reader_for(path: str, params: InputParams) -> type[registry.Reader] | None:
     return next((r for r in readers if suffix in r.extensions), None)
 
 
-def make_plan(files: list[InputFile], recipe: Recipe, report: ReadReport) -> Plan:
-    """Sniff each file and cut it into splits. Files without a task are noted (and reported)."""
+def make_plan(
+    files: list[InputFile], recipe: Recipe, report: ReadReport, scratch: Path | None = None
+) -> Plan:
+    """Sniff each file and cut it into splits. Files without a task are noted (and reported).
+
+    A compressed file cannot be split, so a corpus of a few big .gz/.zst files would run on one
+    core. When the plan has fewer than ``input.min_tasks`` tasks and ``scratch`` is given, each
+    compressed line file larger than split_bytes/4 is decompressed into line-aligned chunks under
+    ``scratch`` (deleted after the first pass). The plan depends only on the input, never on the
+    worker count, so outputs stay identical for any number of workers.
+    """
     params = registry.build_params(
         InputParams, {k: v for k, v in recipe.input.items() if k in InputParams.__dataclass_fields__}, "input"
     )
@@ -161,4 +170,29 @@ def make_plan(files: list[InputFile], recipe: Recipe, report: ReadReport) -> Pla
             continue
         report.stats.count("files.read")
         tasks += splits
+    if scratch is not None and len(tasks) < params.min_tasks:
+        tasks = _chunk_compressed(tasks, recipe, params, scratch, report)
     return Plan(files, tasks, notes)
+
+
+def _chunk_compressed(
+    tasks: list[InputSplit], recipe: Recipe, params: InputParams, scratch: Path, report: ReadReport
+) -> list[InputSplit]:
+    out: list[InputSplit] = []
+    for k, t in enumerate(tasks):
+        reader = registry.get(t.reader)
+        if (
+            compression_of(t.path) is None
+            or t.nbytes <= params.split_bytes // 4
+            or not reader.chunkable(recipe.reader_params(reader))
+        ):
+            out.append(t)
+            continue
+        chunks, error = decompress_chunks(t.path, scratch / f"{k:05d}", params.split_bytes)
+        if error:
+            report.file_error("read_error", f"{t.rel}:{chunks[-1][1] if chunks else 1}", error)
+        total = sum(n for _, _, n in chunks) or 1
+        out += [
+            InputSplit(str(p), t.rel, t.reader, 0, -1, first, t.nbytes * n // total) for p, first, n in chunks
+        ]
+    return out

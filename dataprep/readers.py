@@ -31,12 +31,16 @@ class LineReader(Reader):
 
     @classmethod
     def plan(cls, path: str, rel: str, params: InputParams) -> list[InputSplit]:
-        if compression_of(path) is None and cls.splittable:
+        if compression_of(path) is None:
             return [
                 InputSplit(path, rel, cls.name, start, end, first_line, end - start)
                 for start, end, first_line in line_splits(path, params.split_bytes)
             ]
         return [InputSplit(path, rel, cls.name, nbytes=os.path.getsize(path))]
+
+    @classmethod
+    def chunkable(cls, params: InputParams) -> bool:
+        return True
 
     def lines(self, split: InputSplit, report: ReadReport) -> Iterator[LineRecord]:
         """Decoded lines of the split, bad ones reported (and skipped) per the input policy."""

@@ -50,6 +50,11 @@ class InputParams:
         128 << 20, help="uncompressed line-oriented files larger than this are split into tasks"
     )
     batch_size: int = param(1000, help="documents per batch handed to each stage")
+    min_tasks: int = param(
+        64,
+        help="when the input gives fewer tasks, compressed line files larger than split_bytes/4 are "
+        "decompressed into line-aligned chunks under OUT/work so several workers share them (0: never)",
+    )
 
     def validate(self) -> None:
         if self.max_line_bytes < 16:

@@ -235,6 +235,11 @@ class Reader(Stage):
     def read(self, split: InputSplit, report: ReadReport) -> Iterator[Document]:
         raise NotImplementedError
 
+    @classmethod
+    def chunkable(cls, params: Any) -> bool:
+        """True when a decompressed copy of the file may be cut at any line end into splits."""
+        return False
+
 
 class ReadReport:
     """Collects a reader's bad-input events for one split and applies the error policy.

@@ -33,6 +33,10 @@ class TxtReader(LineReader):
     Params = TxtParams
 
     @classmethod
+    def chunkable(cls, params: InputParams) -> bool:
+        return getattr(params, "txt_mode", "line") == "line"
+
+    @classmethod
     def plan(cls, path: str, rel: str, params: InputParams) -> list[InputSplit]:
         if getattr(params, "txt_mode", "line") == "block":
             return [InputSplit(path, rel, cls.name, nbytes=os.path.getsize(path))]  # blocks straddle offsets

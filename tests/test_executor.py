@@ -57,12 +57,19 @@ def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
         assert one[name] == two[name], name
 
 
-def test_rerun_of_a_finished_run_changes_nothing(tmp_path: Path) -> None:
+def test_finished_run_leaves_no_intermediates_and_a_rerun_changes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE], out, SPLIT_RECIPE)
+    assert sorted(p.name for p in (out / "work").iterdir()) == ["complete.json", "run.json"]
     first = output_bytes(out)
-    run([SAMPLE], out, SPLIT_RECIPE)
+    timings = (out / "timings.json").read_text()
+    stats = run([SAMPLE], out, SPLIT_RECIPE)
     assert output_bytes(out) == first
+    assert (out / "timings.json").read_text() == timings  # nothing was run again
+    assert stats == read_stats(out)
+    kept = tmp_path / "k"
+    run([SAMPLE / "reviews"], kept, SPLIT_RECIPE, keep_work=True)
+    assert (kept / "work" / "plan.json").exists() and (kept / "work" / "pass0" / "docs").is_dir()
 
 
 def test_changed_recipe_starts_over(tmp_path: Path) -> None:

@@ -16,11 +16,13 @@ from dataprep.stage import ReadReport, get
 from dataprep.stats import StageStats
 
 
-def read_all(paths: list[Path], **input_options: object) -> tuple[list, StageStats, dict]:
+def read_all(
+    paths: list[Path], scratch: Path | None = None, **input_options: object
+) -> tuple[list, StageStats, dict]:
     recipe = parse_recipe(recipe_with(**input_options), "test")
     stats = StageStats()
     report = ReadReport(stats, recipe.input["on_error"])
-    plan = make_plan(expand_inputs([str(p) for p in paths]), recipe, report)
+    plan = make_plan(expand_inputs([str(p) for p in paths]), recipe, report, scratch)
     docs = []
     for split in plan.tasks:
         cls = get(split.reader)
@@ -130,3 +132,33 @@ def test_unknown_extension_is_noted_not_read(tmp_path: Path) -> None:
 
 def test_small_recipe_is_valid() -> None:
     assert parse_recipe(SMALL_RECIPE, "test").stages[-1].name == "pack"
+
+
+@pytest.mark.parametrize("compress", ["gz", "zst"])
+def test_big_compressed_file_is_chunked_into_tasks_with_true_line_numbers(
+    tmp_path: Path, compress: str
+) -> None:
+    import random
+
+    rng = random.Random(0)
+    rows = [
+        {"text": "".join(rng.choice("天地玄黄宇宙洪荒abc ") for _ in range(rng.randrange(5, 400)))}
+        for _ in range(4000)
+    ]
+    data = jsonl_bytes(rows) + b"{broken line\n" + jsonl_bytes(rows[:10])
+    path = (write_gz if compress == "gz" else write_zst)(tmp_path / f"one.jsonl.{compress}", data)
+    assert path.stat().st_size > (1 << 16) // 4
+    whole, _, whole_samples = read_all([path], split_bytes=1 << 16, min_tasks=0)
+    chunked, stats, samples = read_all([path], tmp_path / "scratch", split_bytes=1 << 16)
+    recipe = parse_recipe(recipe_with(split_bytes=1 << 16), "test")
+    plan = make_plan(expand_inputs([str(path)]), recipe, ReadReport(StageStats(), "skip"), tmp_path / "s2")
+    assert len(plan.tasks) >= 4 and all(t.rel == path.name for t in plan.tasks)
+    assert [(d.id, d.text) for d in chunked] == [(d.id, d.text) for d in whole]
+    assert chunked[-1].id == f"{path.name}:4011"
+    assert (
+        samples["malformed_json"][0]["where"]
+        == whole_samples["malformed_json"][0]["where"]
+        == f"{path.name}:4001"
+    )
+    # without scratch space (or with enough tasks already) nothing is decompressed ahead
+    assert len(make_plan(expand_inputs([str(path)]), recipe, ReadReport(StageStats(), "skip")).tasks) == 1

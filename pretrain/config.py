@@ -94,7 +94,6 @@ DEFAULTS: dict[str, Any] = {
 
 # Keys that may change between a run and its resumption (they do not change the trajectory).
 RESUMABLE_KEYS = {
-    ("train", "steps"),
     ("train", "log_interval"),
     ("train", "prefetch"),
     ("train", "mode"),

@@ -291,3 +291,30 @@ class LlamaForCausalLM(nn.Cell):
 def no_decay(param_name: str, ndim: int) -> bool:
     """Parameters exempt from weight decay: biases and norm scales (every parameter of rank < 2)."""
     return ndim < 2 or param_name.endswith(".bias") or "norm" in param_name
+
+
+def expected_parameters(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of every parameter of ``LlamaForCausalLM(cfg)`` (no MindSpore objects
+    built), in the Hugging Face naming."""
+    h, d = cfg.hidden_size, cfg.head_dim
+    q, kv, ff = cfg.num_heads * d, cfg.num_kv_heads * d, cfg.intermediate_size
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (cfg.vocab_size, h)}
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        out[p + "input_layernorm.weight"] = (h,)
+        out[p + "self_attn.q_proj.weight"] = (q, h)
+        out[p + "self_attn.k_proj.weight"] = (kv, h)
+        out[p + "self_attn.v_proj.weight"] = (kv, h)
+        if cfg.qkv_bias:
+            out[p + "self_attn.q_proj.bias"] = (q,)
+            out[p + "self_attn.k_proj.bias"] = (kv,)
+            out[p + "self_attn.v_proj.bias"] = (kv,)
+        out[p + "self_attn.o_proj.weight"] = (h, q)
+        out[p + "post_attention_layernorm.weight"] = (h,)
+        out[p + "mlp.gate_proj.weight"] = (ff, h)
+        out[p + "mlp.up_proj.weight"] = (ff, h)
+        out[p + "mlp.down_proj.weight"] = (h, ff)
+    out["model.norm.weight"] = (h,)
+    if not cfg.tie_word_embeddings:
+        out["lm_head.weight"] = (cfg.vocab_size, h)
+    return out

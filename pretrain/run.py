@@ -15,6 +15,7 @@ config.resolved.json, checkpoints/rank_<r>/step_<N>/. Exit codes: 0 done, 1 trai
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -32,7 +33,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--config", help="training config YAML (see pretrain/configs/)")
     ap.add_argument("--data", help="output directory of `dataprep prepare` (holds manifest.json)")
     ap.add_argument("--output", help="where metrics, plot and checkpoints go (default output/<config name>)")
-    ap.add_argument("--steps", type=int, help="override train.steps")
+    ap.add_argument(
+        "--steps",
+        type=int,
+        help="stop after this step (checkpointed; the LR schedule still spans train.steps)",
+    )
     ap.add_argument(
         "--resume", help="'auto' (newest valid checkpoint, else start fresh) or a checkpoint path"
     )
@@ -56,9 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {"train": {"steps": args.steps}} if args.steps else None
     try:
-        cfg = load_config(args.config, overrides)
+        cfg = load_config(args.config)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -80,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --data OUT is required (the output directory of `dataprep prepare`)", file=sys.stderr)
         return 2
     output = Path(args.output or Path("output") / Path(args.config or "default").stem)
+    if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler process runs this script too
+        from mindspore.communication import init
+
+        init()  # serves the cluster until the workers are done
+        return 0
 
     from pretrain.trainer import Trainer, main_guard
 
@@ -97,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
             return 0 if passed else 1
-        trainer.fit(args.resume)
+        trainer.fit(args.resume, stop_at=args.steps)
         return 0
 
     return main_guard(go)

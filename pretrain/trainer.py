@@ -68,6 +68,7 @@ class Trainer:
         import mindspore as ms
 
         t, p = self.cfg["train"], self.cfg["parallel"]
+        ms.reset_auto_parallel_context()
         ms.set_context(mode=ms.PYNATIVE_MODE if t["mode"] == "pynative" else ms.GRAPH_MODE)
         self.device = ms.get_context("device_target")
         self.rank, world = 0, 1
@@ -184,23 +185,44 @@ class Trainer:
         def accumulate(acc: tuple, grads: tuple) -> tuple:
             return tuple(a + g for a, g in zip(acc, grads))  # noqa: B905 (graph syntax has no strict=)
 
-        def finalize(grads: tuple, inv_scale: Tensor) -> Any:
+        clip = float(t["grad_clip"])
+
+        def update(grads: tuple, inv_scale: Tensor, lr: Tensor) -> Any:
+            """Reduce across dp ranks, unscale, check finiteness, clip, and apply only when finite."""
             if reducer is not None:
                 grads = reducer(grads)
             grads = tuple(g * inv_scale for g in grads)
             finite = amp.all_finite(grads)
             norm = ops.sqrt(sum((g * g).sum() for g in grads))
-            return grads, finite, norm
+            if finite:
+                coef = ops.minimum(clip / (norm + 1e-6), 1.0) if clip > 0 else ops.ones_like(norm)
+                # the learning rate goes in as an input: set_data on opt.learning_rate from Python
+                # does not reach an already compiled graph (it keeps the first value)
+                ops.assign(opt.learning_rate, lr)
+                opt(tuple(g * coef for g in grads))
+            return finite, norm
 
-        def apply(grads: tuple, clip_coef: Tensor) -> Any:
-            return opt(tuple(g * clip_coef for g in grads))
+        def single_step(
+            ids: Tensor,
+            labels: Tensor,
+            mask: Tensor,
+            pos: Tensor,
+            seg: Tensor,
+            coef: Tensor,
+            inv_scale: Tensor,
+            lr: Tensor,
+        ) -> Any:
+            """A step without accumulation, in one graph: (nll sum, finite, grad norm)."""
+            (_, nll_sum), grads = grad_fn(ids, labels, mask, pos, seg, coef)
+            finite, norm = update(grads, inv_scale, lr)
+            return nll_sum, finite, norm
 
         def evaluate(ids: Tensor, labels: Tensor, mask: Tensor, pos: Tensor, seg: Tensor) -> Any:
             return net(ids, labels, mask, pos, seg)
 
         wrap = (lambda f: f) if t["mode"] == "pynative" else ms.jit
-        self._micro, self._accumulate, self._finalize = wrap(micro), wrap(accumulate), wrap(finalize)
-        self._apply, self._eval = wrap(apply), wrap(evaluate)
+        self._micro, self._accumulate, self._update = wrap(micro), wrap(accumulate), wrap(update)
+        self._single_step, self._eval = wrap(single_step), wrap(evaluate)
         self._Tensor = Tensor
         self._mutable = ms.mutable if t["mode"] != "pynative" else (lambda x: x)
 
@@ -224,28 +246,28 @@ class Trainer:
         """One optimizer step over the given micro-batches; returns loss, grad norm, skipped flag."""
         tokens = float(sum(f["loss_mask"].sum() for f in micro_batches))
         coef = self._Tensor(np.float32(self.loss_scale.value / max(tokens, 1.0)))
-        acc = None
-        nll_total = 0.0
-        for f in micro_batches:
-            nll, grads = self._micro(*self._tensors(f), coef)
-            acc = grads if acc is None else self._accumulate(self._mutable(acc), self._mutable(grads))
-            nll_total += float(nll.asnumpy())
-        grads, finite, norm = self._finalize(
-            self._mutable(acc), self._Tensor(np.float32(1.0 / self.loss_scale.value))
-        )
-        finite, norm = bool(finite.asnumpy()), float(norm.asnumpy())
+        inv_scale = self._Tensor(np.float32(1.0 / self.loss_scale.value))
+        lr = self.schedule.at(self.updates)
+        lr_t = self._Tensor(np.float32(lr))
+        if len(micro_batches) == 1:
+            nll, finite_t, norm_t = self._single_step(*self._tensors(micro_batches[0]), coef, inv_scale, lr_t)
+            nll_total = float(nll.asnumpy())
+        else:
+            acc = None
+            nll_total = 0.0
+            for f in micro_batches:
+                nll, grads = self._micro(*self._tensors(f), coef)
+                acc = grads if acc is None else self._accumulate(self._mutable(acc), self._mutable(grads))
+                nll_total += float(nll.asnumpy())
+            finite_t, norm_t = self._update(self._mutable(acc), inv_scale, lr_t)
+        finite, norm = bool(finite_t.asnumpy()), float(norm_t.asnumpy())
         if self._allreduce is not None:
             both = self._allreduce(self._Tensor(np.array([nll_total, tokens], np.float32))).asnumpy()
             nll_total, tokens = float(both[0]), float(both[1])
         loss = nll_total / max(tokens, 1.0)
         scale_used = self.loss_scale.value
-        lr = self.schedule.at(self.updates)
         skipped = not finite
         if finite:
-            clip = float(self.cfg["train"]["grad_clip"])
-            clip_coef = min(1.0, clip / (norm + 1e-6)) if clip > 0 else 1.0
-            self.opt.learning_rate.set_data(self._Tensor(np.float32(lr)))
-            self._apply(self._mutable(grads), self._Tensor(np.float32(clip_coef)))
             self.updates += 1
         self.loss_scale.update(finite)
         return {
@@ -343,9 +365,11 @@ class Trainer:
         return t["batch_size"] * t["grad_accumulation_steps"]
 
     # ---------------------------------------------------------------- loop
-    def fit(self, resume: str | None = None) -> list[dict[str, Any]]:
-        """Train to ``train.steps``; returns this run's step records."""
+    def fit(self, resume: str | None = None, stop_at: int | None = None) -> list[dict[str, Any]]:
+        """Train to ``train.steps`` (or stop after step ``stop_at``, checkpointing there; the LR
+        schedule still spans train.steps); returns this run's step records."""
         t, c = self.cfg["train"], self.cfg["checkpoint"]
+        end = min(stop_at or t["steps"], t["steps"])
         self.updates = 0
         start = self.resume(resume) if resume else 0
         main = self.rank == 0
@@ -356,8 +380,8 @@ class Trainer:
             (self.output / "config.resolved.json").write_text(
                 json.dumps(self.cfg, indent=1), encoding="utf-8"
             )
-        if start >= t["steps"]:
-            self.log(f"nothing to do: already at step {start} >= train.steps {t['steps']}")
+        if start >= end:
+            self.log(f"nothing to do: already at step {start}")
             return []
         loader = StepLoader(
             self.source,
@@ -366,7 +390,7 @@ class Trainer:
             self.eos_id,
             self.pad_id,
             start,
-            t["steps"],
+            end,
             prefetch=t["prefetch"],
         )
         self.log(
@@ -374,7 +398,7 @@ class Trainer:
             f"split {self.split.split!r}: {self.source.total_rows} rows, "
             f"{loader.steps_per_epoch} steps per epoch, "
             f"global batch {self.rows_per_step * self.layout.dp} rows x {self.model_cfg.seq_length} tokens; "
-            f"{sum(p.size for p in self.params):,} parameters; steps {start + 1}..{t['steps']}"
+            f"{sum(p.size for p in self.params):,} parameters; steps {start + 1}..{end} of {t['steps']}"
         )
         records: list[dict[str, Any]] = []
         norms: deque[float | None] = deque(maxlen=5)
@@ -430,7 +454,7 @@ class Trainer:
                     records.append(rec)
                     mf.write(json.dumps(rec) + "\n")
                     mf.flush()
-                    if step % t["log_interval"] == 0 or step == t["steps"]:
+                    if step % t["log_interval"] == 0 or step == end:
                         gn = "skip" if r["grad_norm"] is None else f"{r['grad_norm']:.3f}"
                         self.log(
                             f"step {step:>6} | loss {r['loss']:.4f} | lr {r['lr']:.3e} | grad_norm {gn} | "
@@ -439,7 +463,7 @@ class Trainer:
                             + (f" | scale {r['loss_scale']:g}" if self.loss_scale.enabled else "")
                         )
                     e = self.cfg["eval"]
-                    if e["interval"] and (step % e["interval"] == 0 or step == t["steps"]):
+                    if e["interval"] and (step % e["interval"] == 0 or step == end):
                         ev = self.evaluate()
                         if ev is not None:
                             ev_rec = {"step": step, **ev}
@@ -450,7 +474,7 @@ class Trainer:
                             )
                         # eval time is not step time
                         t_prev = time.perf_counter()
-                    if (c["save_interval"] and step % c["save_interval"] == 0) or step == t["steps"]:
+                    if (c["save_interval"] and step % c["save_interval"] == 0) or step == end:
                         self.save(step)
                         t_prev = time.perf_counter()
         finally:

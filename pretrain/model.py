@@ -318,3 +318,48 @@ def expected_parameters(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     if not cfg.tie_word_embeddings:
         out["lm_head.weight"] = (cfg.vocab_size, h)
     return out
+
+
+def check_parallel_shape(cfg: ModelConfig, tp: int, pp: int) -> list[str]:
+    """Reasons the model cannot be split ``tp`` ways (heads) and into ``pp`` stages (layers)."""
+    problems = []
+    if cfg.num_heads % tp or cfg.num_kv_heads % tp:
+        problems.append(
+            f"num_heads {cfg.num_heads} and num_kv_heads {cfg.num_kv_heads} must be divisible by "
+            f"tensor_parallel {tp}"
+        )
+    if cfg.intermediate_size % tp:
+        problems.append(
+            f"intermediate_size {cfg.intermediate_size} must be divisible by tensor_parallel {tp}"
+        )
+    if cfg.vocab_size % tp:
+        problems.append(f"vocab_size {cfg.vocab_size} must be divisible by tensor_parallel {tp}")
+    if cfg.num_layers < pp:
+        problems.append(f"num_layers {cfg.num_layers} is fewer than pipeline_stages {pp}")
+    return problems
+
+
+def apply_parallel_strategy(net: LlamaForCausalLM, dp: int, tp: int, pp: int) -> None:
+    """Megatron-style tensor-parallel strategies and an even split of layers into pipeline stages.
+
+    Only takes effect under MindSpore's semi_auto_parallel mode (Ascend/GPU): q/k/v/gate/up are
+    column-parallel (output features split tp ways), o/down row-parallel (input features split, the
+    framework inserts the all-reduce), attention products split by head. Layer i goes to stage
+    i * pp // num_layers; the embedding to stage 0, final norm and lm_head to the last stage.
+    """
+    column, row = ((dp, 1), (tp, 1)), ((dp, tp), (1, tp))
+    layers = list(net.model.layers)
+    for i, layer in enumerate(layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        for lin in (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):
+            lin.shard(column)
+        for lin in (attn.o_proj, mlp.down_proj):
+            lin.shard(row)
+        attn.qk.shard(((dp, tp, 1, 1), (dp, tp, 1, 1)))
+        attn.pv.shard(((dp, tp, 1, 1), (dp, tp, 1, 1)))
+        layer.pipeline_stage = i * pp // len(layers)
+    net.model.embed_tokens.pipeline_stage = 0
+    net.model.norm.pipeline_stage = pp - 1
+    if net.lm_head is not None:
+        net.lm_head.shard(column)
+        net.lm_head.pipeline_stage = pp - 1

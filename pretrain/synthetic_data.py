@@ -37,16 +37,15 @@ def make_rows(
     need = n_rows * length
     weights = 1.0 / np.arange(1, vocab_size - first_id + 1)
     weights /= weights.sum()
-    stream: list[np.ndarray] = []
-    ends: list[int] = []  # absolute end offsets (after each EOS) in the stream
-    total = 0
-    while total < need:
-        n = max(1, int(rng.geometric(1.0 / mean_doc_len)))
-        doc = rng.choice(np.arange(first_id, vocab_size, dtype=np.int32), size=n, p=weights)
-        stream.append(np.append(doc, np.int32(eos_id)).astype(np.int32))
-        total += n + 1
-        ends.append(total)
-    flat = np.concatenate(stream)
+    # document lengths (with their EOS) until the rows are filled, then all tokens in one draw
+    lengths = np.zeros(0, dtype=np.int64)
+    while lengths.sum() < need:
+        more = rng.geometric(1.0 / mean_doc_len, size=max(16, need // mean_doc_len)) + 1
+        lengths = np.concatenate([lengths, more])
+    lengths = lengths[: np.searchsorted(np.cumsum(lengths), need) + 1]
+    ends = np.cumsum(lengths)  # absolute end offsets (after each EOS) in the stream
+    flat = rng.choice(np.arange(first_id, vocab_size, dtype=np.int32), size=int(ends[-1]), p=weights)
+    flat[ends - 1] = eos_id
     ends_arr = np.asarray(ends, dtype=np.int64)
     real_last = length
     if pad_last:  # end the data at a document end inside the final row, then pad (as the packer does)

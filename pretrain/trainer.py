@@ -79,13 +79,14 @@ class Trainer:
             self.rank, world = get_rank(), get_group_size()
         tp, pp, dp = p["tensor_parallel"], p["pipeline_stages"], p["data_parallel"]
         if tp * pp > 1:
+            self._check_model_split(tp, pp)
             ms.set_auto_parallel_context(
                 parallel_mode="semi_auto_parallel",
                 device_num=dp * tp * pp,
                 pipeline_stages=pp,
                 gradients_mean=True,
-                full_batch=False,
-                dataset_strategy="data_parallel",
+                # each rank feeds its dp shard; ranks of one replica (same dp_rank) feed identical rows
+                dataset_strategy=tuple((dp, 1) for _ in FEATURES),
             )
             if self.device == "CPU":
                 raise ConfigError(
@@ -113,6 +114,20 @@ class Trainer:
         ms.set_seed(seed)  # seeds first: the dataset and the model are built after this
         np.random.seed(seed)
         random.seed(seed)
+
+    def _check_model_split(self, tp: int, pp: int) -> None:
+        from pretrain.model import ModelConfig, check_parallel_shape
+
+        m = {k: v for k, v in self.cfg["model"].items() if k != "init_from"}
+        if "auto" in (m["vocab_size"], m["seq_length"]):  # sizes not known before the manifest: check later
+            m = {
+                **m,
+                "vocab_size": 8 * tp if m["vocab_size"] == "auto" else m["vocab_size"],
+                "seq_length": 8 if m["seq_length"] == "auto" else m["seq_length"],
+            }
+        problems = check_parallel_shape(ModelConfig.from_dict(m), tp, pp)
+        if problems:
+            raise ConfigError("parallel layout does not fit the model: " + "; ".join(problems))
 
     def _open_data(self) -> None:
         t = self.cfg["train"]
@@ -155,6 +170,13 @@ class Trainer:
             m["compute_dtype"] = "float32"
         self.model_cfg = ModelConfig.from_dict(m)
         self.net = LlamaForCausalLM(self.model_cfg, seed=int(self.cfg["seed"]))
+        if self.layout.tp * self.layout.pp > 1:  # semi_auto_parallel (Ascend/GPU only; not run on CPU)
+            from pretrain.model import apply_parallel_strategy, check_parallel_shape
+
+            problems = check_parallel_shape(self.model_cfg, self.layout.tp, self.layout.pp)
+            if problems:
+                raise ConfigError("parallel layout does not fit the model: " + "; ".join(problems))
+            apply_parallel_strategy(self.net, self.layout.dp, self.layout.tp, self.layout.pp)
         if self.cfg["model"]["init_from"]:
             self._init_from(self.cfg["model"]["init_from"])
         self.params = self.net.trainable_params()
@@ -456,9 +478,11 @@ class Trainer:
                     mf.flush()
                     if step % t["log_interval"] == 0 or step == end:
                         gn = "skip" if r["grad_norm"] is None else f"{r['grad_norm']:.3f}"
+                        recent = [x["loss"] for x in records[-t["log_interval"] :]]
+                        avg = f" (mean {sum(recent) / len(recent):.4f})" if len(recent) > 1 else ""
                         self.log(
-                            f"step {step:>6} | loss {r['loss']:.4f} | lr {r['lr']:.3e} | grad_norm {gn} | "
-                            f"{rec['tokens_per_s']:,.0f} tok/s | "
+                            f"step {step:>6} | loss {r['loss']:.4f}{avg} | lr {r['lr']:.3e} | "
+                            f"grad_norm {gn} | {rec['tokens_per_s']:,.0f} tok/s | "
                             f"data wait {100 * rec['data_wait_share']:.1f}%"
                             + (f" | scale {r['loss_scale']:g}" if self.loss_scale.enabled else "")
                         )
@@ -540,7 +564,12 @@ def plot_metrics(metrics_path: Path, png: Path) -> None:
     if not train:
         return
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    ax.plot(*zip(*train, strict=True), label="train loss", linewidth=1)
+    steps, values = (np.asarray(v, dtype=float) for v in zip(*train, strict=True))
+    ax.plot(steps, values, label="train loss", linewidth=0.8, alpha=0.45)
+    window = max(1, min(50, len(values) // 10))
+    if window > 1:
+        smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1 :], smooth, label=f"train loss, mean of {window} steps", linewidth=1.6)
     if evals:
         ax.plot(*zip(*evals, strict=True), "o-", label="eval loss")
     ax.set_xlabel("step")

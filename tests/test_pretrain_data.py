@@ -224,10 +224,25 @@ def test_config_rejects_unknown_keys_and_bad_values(tmp_path: Path) -> None:
         load_config(None, {"train": {"amp_level": "O1"}})
 
 
-def test_trajectory_hash_ignores_step_count_but_not_batch() -> None:
+def test_trajectory_hash_ignores_logging_but_not_batch_or_schedule_length() -> None:
     a = load_config(None)
-    b = load_config(None, {"train": {"steps": 999}, "eval": {"interval": 7}})
-    c = load_config(None, {"train": {"batch_size": 8}})
+    b = load_config(
+        None, {"train": {"log_interval": 7}, "eval": {"interval": 7}, "checkpoint": {"keep_last": 9}}
+    )
     assert trajectory_hash(a, "d") == trajectory_hash(b, "d")
-    assert trajectory_hash(a, "d") != trajectory_hash(c, "d")
+    for over in ({"train": {"batch_size": 8}}, {"train": {"steps": 999}}, {"lr_schedule": {"min_lr": 0.0}}):
+        assert trajectory_hash(a, "d") != trajectory_hash(load_config(None, over), "d"), over
     assert trajectory_hash(a, "d") != trajectory_hash(a, "other data")
+
+
+@pytest.mark.parametrize(
+    "path", sorted(Path(__file__).resolve().parent.parent.glob("pretrain/configs/*.yaml"))
+)
+def test_shipped_configs_are_valid(path: Path) -> None:
+    cfg = load_config(path)
+    p = cfg["parallel"]
+    Layout(
+        p["data_parallel"] * p["tensor_parallel"] * p["pipeline_stages"],
+        p["tensor_parallel"],
+        p["pipeline_stages"],
+    )

@@ -248,6 +248,12 @@ def test_cli_config_errors(tmp_path: Path, data: Path, capsys: pytest.CaptureFix
     )
     assert code == 2 and "need an Ascend or GPU backend" in text
     assert "rank    5: pp_stage 1, dp_rank 0, tp_rank 1 -> dataset shard 0 of 2" in text
+    split = {
+        "parallel": {"data_parallel": 1, "tensor_parallel": 4},
+        "model": {**TINY["model"], "num_kv_heads": 2},
+    }
+    code, text = cli(["--config", cfg_file(split), *base], capsys)
+    assert code == 2 and "num_kv_heads 2 must be divisible by tensor_parallel 4" in text
     code, text = cli(["--config", cfg_file({}), "--data", str(tmp_path / "nowhere")], capsys)
     assert code == 2 and "no manifest.json" in text
 

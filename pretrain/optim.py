@@ -70,8 +70,61 @@ def build_optimizer(params: list[Any], opt_cfg: dict[str, Any], no_decay: Any) -
         "eps": float(opt_cfg["eps"]),
     }
     if opt_cfg["type"] == "lamb":
+        import mindspore as ms
+
+        if ms.get_context("device_target") == "CPU":  # nn.Lamb's fused kernel does not exist on CPU
+            return lamb_composite_class()(groups, learning_rate=0.0, **kwargs)
         return nn.Lamb(groups, learning_rate=0.0, **kwargs)
     return nn.AdamWeightDecay(groups, learning_rate=0.0, **kwargs)
+
+
+def lamb_composite_class() -> type:
+    """LAMB (You et al., 2019: arXiv 1904.00962) from elementary ops, for backends where MindSpore's
+    fused Lamb kernel is missing (CPU). Same state names as nn.Lamb (lamb_m.*, lamb_v.*, global_step).
+
+    Per parameter w with gradient g at step t: m, v = Adam moments; r = m_hat / (sqrt(v_hat) + eps)
+    + weight_decay * w; w -= lr * (||w|| / ||r||) * r, the trust ratio taken as 1 when a norm is 0.
+    """
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class LambComposite(nn.Optimizer):
+        def __init__(
+            self,
+            params: Any,
+            learning_rate: float,
+            beta1: float,
+            beta2: float,
+            eps: float,
+            weight_decay: float = 0.0,
+        ):
+            super().__init__(learning_rate, params, weight_decay)
+            self.beta1, self.beta2, self.eps = beta1, beta2, eps
+            self.moments1 = self._parameters.clone(prefix="lamb_m", init="zeros")
+            self.moments2 = self._parameters.clone(prefix="lamb_v", init="zeros")
+
+        def construct(self, gradients: tuple) -> Any:
+            lr = self.get_lr()
+            decays = self.get_weight_decay()
+            self.assignadd(self.global_step, self.global_step_increase_tensor)
+            t = self.global_step.astype(ms.float32)
+            bias1 = 1.0 - ops.pow(self.beta1, t)
+            bias2 = 1.0 - ops.pow(self.beta2, t)
+            for i in range(len(self._parameters)):
+                w, m, v, g = self._parameters[i], self.moments1[i], self.moments2[i], gradients[i]
+                wd = decays[i] if self.is_group else decays
+                m_new = self.beta1 * m + (1.0 - self.beta1) * g
+                v_new = self.beta2 * v + (1.0 - self.beta2) * g * g
+                r = (m_new / bias1) / (ops.sqrt(v_new / bias2) + self.eps) + wd * w
+                w_norm, r_norm = ops.norm(w), ops.norm(r)
+                ok = ops.logical_and(w_norm > 0, r_norm > 0)
+                trust = ops.select(ok, w_norm / r_norm, ops.ones_like(w_norm))
+                ops.assign(m, m_new)
+                ops.assign(v, v_new)
+                ops.assign(w, w - lr * trust * r)
+            return True
+
+    return LambComposite
 
 
 @dataclass

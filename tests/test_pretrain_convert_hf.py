@@ -209,3 +209,50 @@ def test_training_config_mismatch_is_reported(tmp_path: Path) -> None:
         convert(
             hf, tmp_path / "m.ckpt", training_model={"hidden_size": 32, "num_layers": 2}, log=lambda m: None
         )
+
+
+def test_training_starts_from_the_converted_weights_and_refuses_a_partial_checkpoint(tmp_path: Path) -> None:
+    import mindspore as ms
+
+    from pretrain.config import ConfigError, load_config
+    from pretrain.synthetic_data import write_dataset
+    from pretrain.trainer import Trainer
+
+    data = write_dataset(tmp_path / "data", rows=8, seq_length=16, vocab_size=64)
+    wts = hf_weights(HF_CONFIG, seed=4)
+    convert(write_hf(tmp_path / "hf", wts), tmp_path / "full.ckpt", vocab_size=64, log=lambda m: None)
+    model = {
+        "hidden_size": 16,
+        "num_layers": 2,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+        "intermediate_size": 24,
+        "rms_norm_eps": 1e-6,
+        "init_from": str(tmp_path / "full.ckpt"),
+    }
+    cfg = load_config(None, {"model": model, "train": {"mode": "pynative", "batch_size": 2}})
+    tr = Trainer(cfg, data, tmp_path / "run", log=lambda m: None)
+    got = {p.name: p.asnumpy() for p in tr.params}
+    np.testing.assert_array_equal(
+        got["model.layers.1.mlp.down_proj.weight"], wts["model.layers.1.mlp.down_proj.weight"]
+    )
+    np.testing.assert_array_equal(got["model.embed_tokens.weight"][:40], wts["model.embed_tokens.weight"])
+
+    del wts["model.layers.1.mlp.down_proj.weight"]
+    convert(
+        write_hf(tmp_path / "hf2", wts),
+        tmp_path / "partial.ckpt",
+        vocab_size=64,
+        allow_partial=True,
+        log=lambda m: None,
+    )
+    assert "model.layers.1.mlp.down_proj.weight" not in ms.load_checkpoint(str(tmp_path / "partial.ckpt"))
+    cfg = load_config(
+        None,
+        {
+            "model": {**model, "init_from": str(tmp_path / "partial.ckpt")},
+            "train": {"mode": "pynative", "batch_size": 2},
+        },
+    )
+    with pytest.raises(ConfigError, match=r"1 model parameters are not in the checkpoint .*down_proj"):
+        Trainer(cfg, data, tmp_path / "run2", log=lambda m: None)

@@ -35,7 +35,6 @@ DEFAULTS: dict[str, Any] = {
         "qkv_bias": False,
         "document_attention": True,
         "recompute": False,
-        "compute_dtype": "float32",
         "init_std": 0.02,
         "init_from": None,  # a MindSpore checkpoint of the model (e.g. made by convert_hf.py)
     },

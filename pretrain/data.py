@@ -105,7 +105,8 @@ def row_features(
 ) -> dict[str, np.ndarray]:
     """Model inputs for rows int [B, S+1] (see the module docstring for the output contract).
 
-    Loss mask: ``loss_mask[:, 1:]`` when stored (it marks row tokens that count as labels); else
+    Loss mask: ``loss_mask[:, 1:]`` when stored (it marks row tokens that count as labels; a stored
+    mask of seq_length is taken as already aligned with the labels); else
     labels past the last real token (``actual_seq_len[-1]``) are masked; else padding is found from
     ``pad_id`` (a trailing run of pad tokens; when pad_id == eos_id the first one is the real EOS).
     Document boundaries: ``actual_seq_len`` when stored; else a document ends after each EOS.
@@ -135,7 +136,12 @@ def row_features(
             extra = 1 if pad_id == eos_id else 0
             real = np.where(trailing, last + 1 + extra, length)
     if loss_mask is not None:
-        mask = (np.asarray(loss_mask)[:, 1:] != 0).astype(np.float32)
+        lm = np.asarray(loss_mask)
+        if lm.shape == (b, length):  # per row token: does it count as a label
+            lm = lm[:, 1:]
+        elif lm.shape != (b, s):  # (a mask of seq_length is already aligned with the labels)
+            raise ValueError(f"loss_mask shape {lm.shape} fits neither ({b}, {length}) nor ({b}, {s})")
+        mask = (lm != 0).astype(np.float32)
     else:
         mask = (np.arange(1, length)[None, :] < real[:, None]).astype(np.float32)
     return {

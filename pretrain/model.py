@@ -39,7 +39,9 @@ class ModelConfig:
     rope_theta: float = 10000.0
     tie_word_embeddings: bool = False
     qkv_bias: bool = False  # Qwen2-style biases on q/k/v projections
-    document_attention: bool = True  # attend only within the document (boundaries from the shards)
+    # attend only within the document and restart positions at each document (boundaries from the
+    # shards); False: plain causal attention over the whole packed row with positions 0..S-1
+    document_attention: bool = True
     recompute: bool = False
     compute_dtype: str = "float32"
     init_std: float = 0.02
@@ -228,14 +230,18 @@ class LlamaModel(nn.Cell):
         self.cos_table, self.sin_table = Tensor(cos), Tensor(sin)
         self.document_attention = cfg.document_attention
         self.causal = Tensor(np.tril(np.ones((cfg.seq_length, cfg.seq_length), np.bool_)))
+        self.positions = Tensor(np.arange(cfg.seq_length, dtype=np.int32))
         if cfg.recompute:
             for layer in self.layers:
                 layer.recompute()
 
     def construct(self, input_ids: Tensor, position_ids: Tensor, segment_ids: Tensor) -> Tensor:
-        """input_ids, position_ids, segment_ids int32 [B, S] -> hidden states float32 [B, S, hidden]."""
+        """input_ids, position_ids, segment_ids int32 [B, S] -> hidden states float32 [B, S, hidden]
+        (position_ids and segment_ids are ignored without document_attention)."""
         s = input_ids.shape[1]
         x = self.embed_tokens(input_ids)
+        if not self.document_attention:  # plain causal LM over the packed row: continuous positions
+            position_ids = ops.broadcast_to(self.positions[:s].expand_dims(0), input_ids.shape)
         cos = ops.gather(self.cos_table, position_ids, 0).expand_dims(1)  # [B, 1, S, D]
         sin = ops.gather(self.sin_table, position_ids, 0).expand_dims(1)
         allowed = self.causal[:s, :s].expand_dims(0)

@@ -164,10 +164,7 @@ class Trainer:
 
         m = {k: v for k, v in self.cfg["model"].items() if k != "init_from"}
         t = self.cfg["train"]
-        if t["amp_level"] == "O2":
-            m["compute_dtype"] = "float16"
-        elif t["amp_level"] == "O0":
-            m["compute_dtype"] = "float32"
+        m["compute_dtype"] = "float16" if t["amp_level"] == "O2" else "float32"
         self.model_cfg = ModelConfig.from_dict(m)
         self.net = LlamaForCausalLM(self.model_cfg, seed=int(self.cfg["seed"]))
         if self.layout.tp * self.layout.pp > 1:  # semi_auto_parallel (Ascend/GPU only; not run on CPU)

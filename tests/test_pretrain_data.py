@@ -174,6 +174,8 @@ def test_stored_loss_mask_is_used() -> None:
     mask = np.array([[1, 0, 1, 1, 0]], dtype=np.int32)  # per row token: does it count as a label
     f = row_features(row, None, mask, eos_id=2, pad_id=0)
     assert f["loss_mask"][0].tolist() == [0, 1, 1, 0]
+    aligned = row_features(row, None, mask[:, 1:], eos_id=2, pad_id=0)  # already label-aligned
+    assert aligned["loss_mask"][0].tolist() == [0, 1, 1, 0]
 
 
 def test_bin_rows_without_side_files_have_no_boundary_column(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ WORKERS ?=
 CORPORA ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup prepare test bench lint clean
+.PHONY: setup prepare train test bench lint clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,13 @@ $(STAMP): pyproject.toml
 
 prepare: setup
 	$(BIN)/dataprep prepare $(CORPUS) --out $(OUT) --recipe $(RECIPE) $(if $(WORKERS),--workers $(WORKERS))
+
+# Tiny LLaMA on OUT's shards (prepared from CORPUS first if OUT has no manifest): loss falls in minutes.
+TRAIN_CONFIG ?= pretrain/configs/tiny.yaml
+TRAIN_OUT    ?= output/$(basename $(notdir $(TRAIN_CONFIG)))
+train: setup
+	test -f $(OUT)/manifest.json || $(MAKE) prepare
+	$(BIN)/python pretrain/run.py --config $(TRAIN_CONFIG) --data $(OUT) --output $(TRAIN_OUT) $(TRAIN_ARGS)
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from dataprep.formats.binrows import BinRowsWriter
+from dataprep.formats.idx import IdxWriter
+from dataprep.formats.rows import RowBatch
 
 
 def make_rows(
@@ -103,14 +105,13 @@ def write_dataset(
                 "split": split,
                 **w.close(),
             }
-            if boundaries:
-                values = np.concatenate(asl).astype("<i4")
-                offsets = np.concatenate([[0], np.cumsum([len(a) for a in asl])]).astype("<i8")
-                values.tofile(shard_dir / f"{split}-00000.asl.bin")
-                offsets.tofile(shard_dir / f"{split}-00000.asl.idx")
-                entry["actual_seq_len"] = {
-                    "values": f"shards/{split}-00000.asl.bin",
-                    "offsets": f"shards/{split}-00000.asl.idx",
+            if boundaries:  # the .idx carries actual_seq_len (dataprep.formats.idx)
+                idx = IdxWriter(shard_dir / f"{split}-00000.idx", "int32", seq_length + 1)
+                idx.add(RowBatch(data, np.concatenate(asl), np.array([len(a) for a in asl])))
+                idx.close()
+                entry["index"] = {
+                    "path": f"shards/{split}-00000.idx",
+                    "sha256": _sha256(shard_dir / f"{split}-00000.idx"),
                 }
             files.append(entry)
         if "mindrecord" in formats:

@@ -6,22 +6,18 @@ Two sources carry the same rows (see the row contract in :mod:`dataprep.formats`
 * ``mindrecord``: MindRecord files with fields ``input_ids`` (and optionally ``actual_seq_len``,
   ``loss_mask``); the stored columns are read from the file's schema. Training streams them with
   ``mindspore.dataset.MindDataset``; this module only locates the files and reads the schema.
-* ``bin``: raw row files (:mod:`dataprep.formats.binrows`) holding ``input_ids``. Optional side
-  files, named in the manifest's file entry (paths relative to the output directory):
-
-      "actual_seq_len": {"values": "shards/train-00000.asl.bin",     # int32, all rows' offsets
-                         "offsets": "shards/train-00000.asl.idx"}    # int64 [rows + 1] into values
-      "loss_mask":      {"path": "shards/train-00000.mask.bin",       # uint8 [rows, row_length]
-                         "dtype": "uint8"}
-
-  Columns without side files are simply absent; the trainer then derives them from the tokens.
+* ``bin``: raw row files (:mod:`dataprep.formats.binrows`) holding ``input_ids``, each with the
+  Megatron-compatible ``.idx`` named in its manifest entry (``"index": {"path": ...}``) that
+  carries ``actual_seq_len`` (:mod:`dataprep.formats.idx`); ``loss_mask`` is then
+  ``i < actual_seq_len[-1]`` (:func:`dataprep.formats.rows.loss_mask_from_boundaries`), as in the
+  row contract. A .bin without an index yields ``input_ids`` only; the trainer then derives the
+  boundaries from EOS positions and the mask from pad positions.
 
 Nothing here imports MindSpore except :func:`mindrecord_columns`.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from dataprep.formats.binrows import DTYPES, open_rows
+from dataprep.formats.idx import Index, read_idx
 from dataprep.formats.manifest import load_manifest
+from dataprep.formats.rows import loss_mask_from_boundaries
 
 ROW_COLUMNS = ("input_ids", "actual_seq_len", "loss_mask")
 
@@ -111,8 +109,7 @@ class BinRows:
         if dtype not in DTYPES:
             raise ShardError(f"unknown shard dtype {dtype!r} in the manifest (known: {sorted(DTYPES)})")
         self.maps = []
-        self.asl: list[tuple[np.ndarray, np.ndarray] | None] = []
-        self.masks: list[np.ndarray | None] = []
+        self.indexes: list[Index | None] = []
         for path, entry in zip(split.files, split.entries, strict=True):
             rows = open_rows(path, dtype, row_length)
             if "rows" in entry and len(rows) != int(entry["rows"]):
@@ -120,38 +117,16 @@ class BinRows:
                     f"{path}: holds {len(rows)} rows but the manifest lists {entry['rows']} "
                     "(truncated or replaced file; rerun prepare or `dataprep verify`)"
                 )
+            index = read_idx(split.out / entry["index"]["path"]) if entry.get("index") else None
+            if index is not None and index.rows != len(rows):
+                raise ShardError(f"{path}: {len(rows)} rows but its index describes {index.rows}")
             self.maps.append(rows)
-            self.asl.append(self._open_asl(split.out, entry, len(rows)))
-            self.masks.append(self._open_mask(split.out, entry, len(rows), row_length))
+            self.indexes.append(index)
         self.starts = np.cumsum([0] + [len(m) for m in self.maps])
         self.row_length = row_length
-        self.columns = ("input_ids",)
-        if self.maps and all(a is not None for a in self.asl):
-            self.columns += ("actual_seq_len",)
-        if self.maps and all(m is not None for m in self.masks):
-            self.columns += ("loss_mask",)
-
-    @staticmethod
-    def _open_asl(out: Path, entry: dict[str, Any], rows: int) -> tuple[np.ndarray, np.ndarray] | None:
-        side = entry.get("actual_seq_len")
-        if not side:
-            return None
-        values = np.fromfile(out / side["values"], dtype="<i4")
-        offsets = np.fromfile(out / side["offsets"], dtype="<i8")
-        if len(offsets) != rows + 1 or offsets[-1] != len(values):
-            raise ShardError(f"{out / side['offsets']}: does not index {rows} rows of {side['values']}")
-        return values, offsets
-
-    @staticmethod
-    def _open_mask(out: Path, entry: dict[str, Any], rows: int, row_length: int) -> np.ndarray | None:
-        side = entry.get("loss_mask")
-        if not side:
-            return None
-        path = out / side["path"]
-        dt = np.dtype(side.get("dtype", "uint8"))
-        if os.path.getsize(path) != rows * row_length * dt.itemsize:
-            raise ShardError(f"{path}: size does not match {rows} rows of {row_length} {dt}")
-        return np.memmap(path, dtype=dt, mode="r", shape=(rows, row_length))
+        self.columns: tuple[str, ...] = ("input_ids",)
+        if self.maps and all(x is not None for x in self.indexes):
+            self.columns += ("actual_seq_len", "loss_mask")
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -159,19 +134,15 @@ class BinRows:
     def read(self, indices: np.ndarray) -> dict[str, Any]:
         indices = np.asarray(indices, dtype=np.int64)
         out_ids = np.empty((len(indices), self.row_length), dtype=np.int32)
-        asl: list[np.ndarray] | None = [] if "actual_seq_len" in self.columns else None
-        mask = np.empty_like(out_ids) if "loss_mask" in self.columns else None
         file_of = np.searchsorted(self.starts, indices, side="right") - 1
         local = indices - self.starts[file_of]
         for f in np.unique(file_of):
             sel = file_of == f
             out_ids[sel] = self.maps[f][local[sel]]
-            if mask is not None:
-                mask[sel] = self.masks[f][local[sel]]  # type: ignore[index]
-        if asl is not None:
-            for f, i in zip(file_of, local, strict=True):
-                values, offsets = self.asl[f]  # type: ignore[misc]
-                asl.append(values[offsets[i] : offsets[i + 1]].astype(np.int32))
+        if "actual_seq_len" not in self.columns:
+            return {"input_ids": out_ids, "actual_seq_len": None, "loss_mask": None}
+        asl = [self.indexes[f].actual_seq_len(int(i)) for f, i in zip(file_of, local, strict=True)]  # type: ignore[union-attr]
+        mask = np.stack([loss_mask_from_boundaries(a, self.row_length) for a in asl])
         return {"input_ids": out_ids, "actual_seq_len": asl, "loss_mask": mask}
 
 

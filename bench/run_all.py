@@ -19,24 +19,54 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 SAMPLE = BENCH.parent / "sample_corpus"
 
-# (script, corpus file in DIR, fallback in sample_corpus/, extra arguments)
-BENCHMARKS: list[tuple[str, str, str, list[str]]] = [
-    ("bench_read.py", "zh_poetry.jsonl.gz", "mail/spamassassin.jsonl.gz", []),
+# (script, arguments); {name} is a corpus file of DIR (or its stand-in from sample_corpus/)
+BENCHMARKS: list[tuple[str, list[str]]] = [
+    ("bench_read.py", ["{zh_poetry.jsonl.gz}"]),
+    ("bench_cleaning.py", ["{zh_mixed.jsonl.gz}", "{en_mail.jsonl.gz}"]),
+    ("bench_dedup_signatures.py", ["{zh_mixed.jsonl.gz}", "{en_mail.jsonl.gz}"]),
+    (
+        "dedup_quality.py",
+        [
+            "--corpus",
+            "{zh_mixed.jsonl.gz}",
+            "--corpus",
+            "{en_mail.jsonl.gz}",
+            "--poetry",
+            "{zh_poetry.jsonl.gz}",
+        ],
+    ),
+    ("bench_dedup_e2e.py", ["{zh_poetry.jsonl.gz}"]),
+    ("bench_dedup_decide_memory.py", []),
+    ("bench_tokenize_pack.py", ["{zh_mixed.jsonl.gz}"]),
+    ("bench_train_loader.py", []),
+    ("bench_end_to_end.py", ["{zh_poetry.jsonl.gz}"]),
 ]
+STAND_INS = {
+    "zh_poetry.jsonl.gz": SAMPLE / "poetry" / "tang_two_editions.jsonl.zst",
+    "zh_mixed.jsonl.gz": SAMPLE / "mail" / "spamassassin.jsonl.gz",
+    "en_mail.jsonl.gz": SAMPLE / "mail" / "spamassassin.jsonl.gz",
+}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", type=Path, default=os.environ.get("CORPORA") or None)
+    ap.add_argument("--only", nargs="*", default=[], help="run only these scripts (e.g. bench_read.py)")
     args = ap.parse_args()
     failed = 0
-    for script, name, fallback, extra in BENCHMARKS:
-        corpus = args.corpora / name if args.corpora else SAMPLE / fallback
-        if not corpus.exists():
-            print(f"== {script}: {corpus} not found, using {SAMPLE / fallback}")
-            corpus = SAMPLE / fallback
-        print(f"== {script} {corpus.name}", flush=True)
-        r = subprocess.run([sys.executable, str(BENCH / script), str(corpus), *extra])
+    only = set(args.only)
+    for script, template in BENCHMARKS:
+        if only and script not in only:
+            continue
+        argv = []
+        for arg in template:
+            if arg.startswith("{"):
+                name = arg[1:-1]
+                path = args.corpora / name if args.corpora else None
+                arg = str(path if path is not None and path.exists() else STAND_INS[name])
+            argv.append(arg)
+        print(f"\n== {script} {' '.join(Path(a).name for a in argv)}", flush=True)
+        r = subprocess.run([sys.executable, str(BENCH / script), *argv])
         failed += r.returncode != 0
     return 1 if failed else 0
 

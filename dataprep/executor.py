@@ -42,6 +42,7 @@ from dataprep.recipe import Recipe, recipe_from_resolved
 from dataprep.stage import (
     DriverContext,
     GlobalStage,
+    MapStage,
     ReadReport,
     Stage,
     StageContext,
@@ -203,6 +204,14 @@ def _account(
     return kept
 
 
+def _map_step(stage: Stage, batch: list[Document], ctx: StageContext) -> list[Any]:
+    """A map stage's results; a global stage without a global pass runs its ``apply`` as a map."""
+    if isinstance(stage, GlobalStage):
+        return stage.apply(batch, ctx)
+    assert isinstance(stage, MapStage)
+    return stage.process(batch, ctx)
+
+
 def run_task(
     out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
 ) -> None:
@@ -264,13 +273,7 @@ def run_task(
                 count_in=False,
             )
         for i in p.maps:
-            st = stages[i]
-            results = (
-                st.apply(batch, contexts[i])
-                if isinstance(st, GlobalStage)
-                else st.process(batch, contexts[i])
-            )  # type: ignore[attr-defined]
-            batch = _account(labels[i], stats[i], batch, results, rejected)
+            batch = _account(labels[i], stats[i], batch, _map_step(stages[i], batch, contexts[i]), rejected)
         if p.compute is not None:
             st = stages[p.compute]
             assert isinstance(st, GlobalStage)
@@ -290,7 +293,9 @@ def run_task(
             progress(n_in, max(position - last_position, 0))
             last_position = position
     if p.compute is not None:
-        stages[p.compute].finish_compute(contexts[p.compute])  # type: ignore[attr-defined]
+        compute_stage = stages[p.compute]
+        assert isinstance(compute_stage, GlobalStage)
+        compute_stage.finish_compute(contexts[p.compute])
     if writer is not None:
         writer.close()
     rejected.close()

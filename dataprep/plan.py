@@ -7,6 +7,7 @@ outputs do not depend on the file system's listing order or on the worker count.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -19,6 +20,8 @@ from dataprep import stage as registry
 from dataprep.io import compression_of, decompress_chunks, logical_suffix, looks_binary, sniff
 from dataprep.recipe import InputParams, Recipe
 from dataprep.stage import InputSplit, ReadReport
+
+MIN_SPLIT_BYTES = 1 << 20
 
 
 class InputNotFound(FileNotFoundError):
@@ -124,16 +127,16 @@ def make_plan(
 ) -> Plan:
     """Sniff each file and cut it into splits. Files without a task are noted (and reported).
 
-    A compressed file cannot be split, so a corpus of a few big .gz/.zst files would run on one
-    core. When the plan has fewer than ``input.min_tasks`` tasks and ``scratch`` is given, each
-    compressed line file larger than split_bytes/4 is decompressed into line-aligned chunks under
-    ``scratch`` (deleted after the first pass). The plan depends only on the input, never on the
-    worker count, so outputs stay identical for any number of workers.
+    When the plan has fewer than ``input.min_tasks`` tasks, splits are cut finer (down to 1 MiB) so
+    that every worker gets work; a compressed file cannot be cut, so, given ``scratch``, each
+    compressed line file worth more than a quarter split is decompressed into line-aligned chunks
+    there (deleted after the first pass). The plan depends only on the input, never on the worker
+    count, so outputs stay identical for any number of workers.
     """
     params = registry.build_params(
         InputParams, {k: v for k, v in recipe.input.items() if k in InputParams.__dataclass_fields__}, "input"
     )
-    tasks: list[InputSplit] = []
+    readable: list[tuple[InputFile, type[registry.Reader], Any]] = []
     notes: list[dict[str, str]] = []
 
     def note(f: InputFile, kind: str, message: str) -> None:
@@ -163,32 +166,49 @@ def make_plan(
             if looks_binary(head):
                 note(f, "binary_file", "looks binary (control bytes or undecodable text), skipped")
                 continue
+        reader_params = recipe.reader_params(reader)
         try:
-            splits = reader.plan(f.path, f.rel, recipe.reader_params(reader))
-        except Exception as e:  # a corrupt Parquet footer, an unreadable file
+            reader.plan(f.path, f.rel, reader_params)  # a corrupt Parquet footer fails here
+        except Exception as e:
             note(f, "read_error", f"cannot plan: {type(e).__name__}: {e}")
             continue
         report.stats.count("files.read")
-        tasks += splits
-    if scratch is not None and len(tasks) < params.min_tasks:
-        tasks = _chunk_compressed(tasks, recipe, params, scratch, report)
+        readable.append((f, reader, reader_params))
+
+    def cut(split_bytes: int) -> list[InputSplit]:
+        return [
+            split
+            for f, reader, rp in readable
+            for split in reader.plan(f.path, f.rel, dataclasses.replace(rp, split_bytes=split_bytes))
+        ]
+
+    tasks = cut(params.split_bytes)
+    if len(tasks) < params.min_tasks:
+        # a small corpus (or a few big files): cut finer so that every worker gets work
+        finer = min(
+            params.split_bytes, max(sum(t.nbytes for t in tasks) // params.min_tasks, MIN_SPLIT_BYTES)
+        )
+        if finer < params.split_bytes:
+            tasks = cut(finer)
+        if scratch is not None:
+            tasks = _chunk_compressed(tasks, recipe, finer, scratch, report)
     return Plan(files, tasks, notes)
 
 
 def _chunk_compressed(
-    tasks: list[InputSplit], recipe: Recipe, params: InputParams, scratch: Path, report: ReadReport
+    tasks: list[InputSplit], recipe: Recipe, chunk_bytes: int, scratch: Path, report: ReadReport
 ) -> list[InputSplit]:
     out: list[InputSplit] = []
     for k, t in enumerate(tasks):
         reader = registry.get(t.reader)
         if (
             compression_of(t.path) is None
-            or t.nbytes <= params.split_bytes // 4
+            or t.nbytes <= chunk_bytes // 4
             or not reader.chunkable(recipe.reader_params(reader))
         ):
             out.append(t)
             continue
-        chunks, error = decompress_chunks(t.path, scratch / f"{k:05d}", params.split_bytes)
+        chunks, error = decompress_chunks(t.path, scratch / f"{k:05d}", chunk_bytes)
         if error:
             report.file_error("read_error", f"{t.rel}:{chunks[-1][1] if chunks else 1}", error)
         total = sum(n for _, _, n in chunks) or 1

@@ -52,8 +52,8 @@ class InputParams:
     batch_size: int = param(1000, help="documents per batch handed to each stage")
     min_tasks: int = param(
         64,
-        help="when the input gives fewer tasks, compressed line files larger than split_bytes/4 are "
-        "decompressed into line-aligned chunks under OUT/work so several workers share them (0: never)",
+        help="when the input gives fewer tasks, splits are cut finer (down to 1 MiB) and compressed line "
+        "files are decompressed into line-aligned chunks under OUT/work so every worker gets work (0: never)",
     )
 
     def validate(self) -> None:

@@ -162,3 +162,18 @@ def test_big_compressed_file_is_chunked_into_tasks_with_true_line_numbers(
     )
     # without scratch space (or with enough tasks already) nothing is decompressed ahead
     assert len(make_plan(expand_inputs([str(path)]), recipe, ReadReport(StageStats(), "skip")).tasks) == 1
+
+
+def test_small_corpus_is_cut_finer_so_every_worker_gets_work(tmp_path: Path) -> None:
+    rows = [{"text": f"第{i}行 " + "字" * (i % 300)} for i in range(20000)]
+    path = tmp_path / "mid.jsonl"
+    path.write_bytes(jsonl_bytes(rows))
+    size = path.stat().st_size
+    assert 4 << 20 < size < 128 << 20  # one task at the default split size
+    default = parse_recipe(recipe_with(), "test")
+    plan = make_plan(expand_inputs([str(path)]), default, ReadReport(StageStats(), "skip"))
+    assert len(plan.tasks) >= 4
+    assert all(t.end - t.start < (1 << 20) + 2000 for t in plan.tasks)  # 1 MiB, cut at a line end
+    assert sum(t.end - t.start for t in plan.tasks) == size
+    off = parse_recipe(recipe_with(min_tasks=0), "test")
+    assert len(make_plan(expand_inputs([str(path)]), off, ReadReport(StageStats(), "skip")).tasks) == 1

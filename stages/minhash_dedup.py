@@ -7,23 +7,38 @@ compute (per task, vectorised): simplify -> shingle (CJK character n-grams or wo
   + ``<task>.offsets.i64`` (the shingle sets, ~4 bytes per distinct shingle: about the size of
   the text), else ``<task>.sig.u32`` (signatures, 4 x num_perm bytes per document); both are read
   through memory maps.
-decide (driver, once): band after band, sort the band's keys of all documents, turn groups of
-  equal keys into candidate pairs, drop pairs already connected, verify the rest (``verify``:
-  ``signature`` = estimated Jaccard >= threshold, ``exact`` = Jaccard of the shingle sets >=
-  threshold, ``none``), and union them (vectorised union-find). Memory: the union-find parent
-  (4 bytes), length and shingle count (8 bytes) of every document, plus one band's key
-  buffer (8 bytes + 2) at a time (two when ``workers`` > 1: the next band is read and sorted in a
-  thread meanwhile): ~22-32 bytes per document (bench/bench_dedup_decide_memory.py);
-  signatures and shingle sets are read from memory-mapped files for candidate pairs only.
-  Survivor of a cluster (connected component): the longest document (characters), then the
-  earliest in corpus order (task, then row). Cluster id = the survivor's corpus position.
+decide: rounds of calls spread over the run's workers (``DriverContext.map``: the process pool
+  or Ray tasks), exchanging files under ``<work>/lsh`` (a shuffle through the file system); the
+  driver only sizes the rounds and merges counters (memory O(tasks + calls)).
+  1. per task: document lengths and ids for random access; per band, the band keys with their
+     low ceil(log2 docs) bits replaced by the document's corpus position, sorted (documents
+     without shingles are never candidates).
+  2. per key-range partition (top bits of the keys, ~LSH_PARTITION_KEYS keys each): for every
+     band, the keys of that range from every task (binary search in the sorted files), sorted;
+     groups of equal keys give candidate pairs (all pairs of small groups, a star and a chain for
+     large ones); the distinct pairs are written, routed by a hash of the pair.
+  3. per pair bucket: the distinct candidate pairs (each verified once, whatever the number of
+     bands it came from): ``signature`` = estimated Jaccard >= threshold, ``exact`` = Jaccard of
+     the shingle sets >= threshold, ``none``; accepted pairs become edges.
+  4. connected components of the edges with the large-star / small-star algorithm
+     (``_components``: a few rounds, one bucket of edges per call, never the whole graph in
+     one place), ending in one star per cluster centred on its smallest position.
+  5. per edge bucket: each cluster's centre sees all its members: the survivor is the longest
+     document (characters), then the earliest in corpus order (task, then row); the others get
+     their survivor, the cluster size and their similarity to the survivor.
+  6. per task: its dropped documents, with their survivors' ids, as ``<task>.decision.json``.
+  The clusters are the connected components of the verified candidate pairs, exactly as a
+  single-process union-find over the same pairs finds them, so the decisions do not depend on
+  the partition or bucket counts (which grow with the worker count and the corpus). Cluster id
+  = the survivor's corpus position.
 apply: (first deleting the task's spilled files, no longer needed once decided) the other
   members are dropped as ``near_duplicate``; score = their similarity to the
   survivor (exact Jaccard with ``verify: exact``, else the signature estimate); rejected/ records
   carry ``extra`` = {"cluster", "survivor", "cluster_size", "similarity"}.
 stats: histogram ``cluster_size``; counters ``clusters``, ``docs_in_clusters``,
-  ``candidate_pairs``, ``pairs_verified``, ``pairs_rejected``, ``no_shingles``; examples of
-  clusters (members side by side) for report.html; bands/rows in manifest.json.
+  ``candidate_pairs`` (summed over bands), ``pairs_verified`` and ``pairs_rejected`` (distinct
+  pairs), ``no_shingles``, ``component_rounds``; examples of clusters (members side by side) for
+  report.html; bands/rows in manifest.json.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ J = TypeVar("J")
 
 ENTRY = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("row", "<u4")])
 DEFAULT_BUDGET = 8_000_000
+PARALLEL_MIN = 1 << 20  # entries below which decide groups them in one call (no worker start-up)
 
 
 def digests_to_keys(digests: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -84,11 +85,12 @@ def load_entries(path: Path) -> np.ndarray:
 MAX_PARTITION_BITS = 10
 
 
-def partition_count(total: int, budget: int | None = None, minimum: int = 1) -> int:
-    """Key-range partitions for ``total`` entries: a power of two, at least ``minimum`` (e.g. the
-    worker count, so that every worker gets one) and enough for ~``budget`` entries each (default
-    DEFAULT_BUDGET), at most 2**MAX_PARTITION_BITS. The results never depend on the count."""
+def partition_count(total: int, budget: int | None = None, workers: int = 1) -> int:
+    """Key-range partitions for ``total`` entries: a power of two, enough for ~``budget`` entries
+    each (default DEFAULT_BUDGET) and, from PARALLEL_MIN entries on, at least one per worker; at
+    most 2**MAX_PARTITION_BITS. The results never depend on the count."""
     budget = budget or DEFAULT_BUDGET
+    minimum = workers if total >= PARALLEL_MIN else 1
     bits = 0
     while (total > budget << bits or 1 << bits < minimum) and bits < MAX_PARTITION_BITS:
         bits += 1
@@ -211,9 +213,26 @@ class StringTable:
         data = [s.encode("utf-8") for s in strings]
         offsets = np.zeros(len(data) + 1, dtype=np.int64)
         np.cumsum([len(b) for b in data], out=offsets[1:])
+        StringTable._save(path, b"".join(data), offsets)
+
+    @staticmethod
+    def write_arrow(path: Path, array: Any) -> None:
+        """From a pyarrow (large_)string array without nulls, straight from its buffers."""
+        import pyarrow as pa
+
+        array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+        kind = np.int32 if pa.types.is_string(array.type) else np.int64
+        buffers = array.buffers()
+        ends = np.frombuffer(buffers[1], dtype=kind)[array.offset : array.offset + len(array) + 1]
+        ends = ends.astype(np.int64) if len(ends) else np.zeros(1, dtype=np.int64)
+        data = memoryview(buffers[2])[ends[0] : ends[-1]] if buffers[2] is not None else b""
+        StringTable._save(path, data, ends - ends[0])
+
+    @staticmethod
+    def _save(path: Path, data: Any, offsets: np.ndarray) -> None:
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
         with open(tmp, "wb") as f:
-            f.write(b"".join(data))
+            f.write(data)
         save_atomic(path.with_name(path.name + ".off.npy"), offsets)
         os.replace(tmp, path)
 

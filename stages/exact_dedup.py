@@ -166,7 +166,7 @@ class ExactDedup(GlobalStage):
         counts = [len(load_entries(p)) for p in key_paths]
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        count = partition_count(int(offsets[-1]), minimum=ctx.workers)
+        count = partition_count(int(offsets[-1]), workers=ctx.workers)
         job = _Job(str(ctx.work_dir), list(ctx.task_ids), offsets.tolist(), count)
         shared = save_job(ctx.work_dir / "decide-job.json", job)
         bar = phase_bar("exact_dedup: decide", 2, "round", quiet=ctx.quiet)

@@ -217,6 +217,7 @@ class _TaskSpill:
 LSH_PARTITION_KEYS = 1 << 25  # band keys per key-range partition in round 2 (8 bytes each)
 PAIR_BUCKET = 1 << 23  # candidate pairs per verification call (24 bytes each)
 EDGE_BUCKET = 1 << 23  # edge records per connected-components call (24 bytes each)
+PARALLEL_MIN = 1 << 20  # keys, pairs or edges below which a round is one call (no worker start-up)
 MAP_CACHE = 256  # memory maps a worker keeps open at once (file descriptors)
 PAIR = np.dtype([("h", "<u8"), ("u", "<i8"), ("v", "<i8")])
 DECISION = np.dtype([("pos", "<i8"), ("survivor", "<i8"), ("size", "<i8"), ("score", "<f8")])
@@ -414,7 +415,7 @@ def _index_task(args: tuple[str, int]) -> tuple[int, int]:
     f = pq.ParquetFile(layout.spill(t, ".bands.parquet"))
     table = f.read(columns=["id", "length", "shingles"])
     save_atomic(layout.index(t, "length.npy"), table.column("length").to_numpy().astype(np.int32))
-    StringTable.write(layout.index(t, "ids"), table.column("id").to_pylist())
+    StringTable.write_arrow(layout.index(t, "ids"), table.column("id"))
     has = table.column("shingles").to_numpy() > 0
     del table
     positions = (np.flatnonzero(has) + layout.offsets[t]).astype(np.uint64)
@@ -628,7 +629,10 @@ class MinhashDedup(GlobalStage):
         shutil.rmtree(layout.lsh, ignore_errors=True)  # an interrupted earlier attempt
         layout.lsh.mkdir()
         shared = save_job(layout.lsh / "layout.json", layout)
-        workers = max(1, ctx.workers)
+
+        def spread(total: int, budget: int) -> int:  # calls of a round
+            return 1 << bucket_bits(total, budget, ctx.workers if total >= PARALLEL_MIN else 1)
+
         tasks = range(len(ctx.task_ids))
         title = f"minhash_dedup: indexing the band keys of {n:,} docs (LSH {bands} bands x {rows} rows)"
         bar = phase_bar(title, None, "round", quiet=ctx.quiet)
@@ -639,15 +643,15 @@ class MinhashDedup(GlobalStage):
 
         indexed = ctx.map(_index_task, [(shared, t) for t in tasks])
         keyed = sum(m for m, _ in indexed)
-        partitions = 1 << bucket_bits(keyed * bands, LSH_PARTITION_KEYS, workers)
+        partitions = spread(keyed * bands, LSH_PARTITION_KEYS)
         step(f"candidate pairs of {keyed:,} docs x {bands} bands in {partitions} partitions")
         found = ctx.map(_candidates, [(shared, k, partitions) for k in range(partitions)])
-        pair_buckets = 1 << bucket_bits(sum(d for _, d in found), PAIR_BUCKET, workers)
+        pair_buckets = spread(sum(d for _, d in found), PAIR_BUCKET)
         step(f"verifying pairs in {pair_buckets} buckets ({p.verify})")
         checked = ctx.map(_verify, [(shared, q, pair_buckets, partitions) for q in range(pair_buckets)])
         remove_files(fileset(layout.lsh, "cand", partitions))
         edges = fileset(layout.lsh, "edge", pair_buckets)
-        buckets = 1 << bucket_bits(2 * sum(c[3] for c in checked), EDGE_BUCKET, workers)
+        buckets = spread(2 * sum(c[3] for c in checked), EDGE_BUCKET)
         final, rounds = connected_components(
             ctx.map,
             edges,

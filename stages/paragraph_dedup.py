@@ -184,7 +184,7 @@ class ParagraphDedup(GlobalStage):
 
         key_paths = [ctx.work_dir / f"{t}.keys.npy" for t in ctx.task_ids]
         total = sum(len(load_entries(p)) for p in key_paths)
-        count = partition_count(total, minimum=ctx.workers)
+        count = partition_count(total, workers=ctx.workers)
         job = _Job(str(ctx.work_dir), list(ctx.task_ids), count, self.params.max_docs)
         shared = save_job(ctx.work_dir / "decide-job.json", job)
         bar = phase_bar("paragraph_dedup: decide", 2, "round", quiet=ctx.quiet)

@@ -2,7 +2,7 @@
 
 Usage:
     python bench/bench_dedup_decide_memory.py [--docs 1000000 4000000] [--dup-rate 0.1]
-        [--workers 2] [--partition-keys N]
+        [--workers 2] [--partition-keys N] [--time]
 
 For each corpus size, writes synthetic spill files of the form compute writes (band keys of random
 documents, with --dup-rate of them near copies sharing some bands with an original; signatures
@@ -14,6 +14,8 @@ Python with numpy and pyarrow imported is ~60-80 MiB of it) and above the proces
 driver's part should not grow with the corpus; a call's part follows its partition's size
 (LSH_PARTITION_KEYS band keys, PAIR_BUCKET pairs, EDGE_BUCKET edges), not the corpus.
 No text is involved, so this measures decide only, at sizes the real corpora here do not reach.
+With --time the calls run on one persistent pool of --workers processes, as in a run, and only
+the decide time and the driver's memory are meaningful (fresh processes cost ~1 s each).
 """
 
 from __future__ import annotations
@@ -43,15 +45,25 @@ if int(sys.argv[4]):
     md.LSH_PARTITION_KEYS = int(sys.argv[4])
 stage = md.MinhashDedup(build_params(md.MinhashDedupParams, {"verify": "signature", "examples": 0}, "bench"))
 records = []
+pool = None
+if int(sys.argv[6]):  # time it as a run does: one persistent pool (started before the clock)
+    from dataprep.executor import LocalExecutor
+    pool = LocalExecutor(workers)
+    pool.map(abs, [0, 1])
+    parallel_map = pool.map
+else:
+    parallel_map = measured_map(records, workers)
 ctx = DriverContext(
     work_dir=work, output_dir=work / "o", task_ids=tasks, seed=0, artifacts={}, stats=StageStats(),
-    workers=workers, quiet=True, parallel_map=measured_map(records, workers),
+    workers=workers, quiet=True, parallel_map=parallel_map,
 )
 driver = AnonPeak()
 t0 = time.monotonic()
 stage.decide(ctx)
 seconds = time.monotonic() - t0
 driver.stop()
+if pool is not None:
+    pool.__exit__(None, None, None)
 print(json.dumps({"driver_before": driver.before, "driver_peak": driver.peak, "seconds": seconds,
                   "calls": records, "counters": dict(ctx.stats.counters)}))
 """
@@ -66,7 +78,7 @@ def write_spills(work: Path, n: int, dup_rate: float, per_task: int, bands: int,
     for t, lo in enumerate(range(0, n, per_task)):
         m = min(per_task, n - lo)
         task = f"t{t:05d}"
-        keys = rng.integers(0, 2**63, size=(m, bands), dtype=np.uint64)
+        keys = rng.integers(0, np.iinfo(np.uint64).max, size=(m, bands), dtype=np.uint64, endpoint=True)
         dups = np.flatnonzero(rng.random(m) < dup_rate)
         dups = dups[dups > 0]
         originals = rng.integers(0, dups, dtype=np.int64) if dups.size else dups
@@ -112,6 +124,11 @@ def main() -> None:
     ap.add_argument("--per-task", type=int, default=250_000)
     ap.add_argument("--workers", type=int, default=2, help="calls run at once (and DriverContext.workers)")
     ap.add_argument("--partition-keys", type=int, default=0, help="override LSH_PARTITION_KEYS")
+    ap.add_argument(
+        "--time",
+        action="store_true",
+        help="run the calls on one persistent pool, as a run does: decide time (no per-call memory)",
+    )
     args = ap.parse_args()
     from stages._minhash import optimal_bands
 
@@ -122,7 +139,10 @@ def main() -> None:
             tasks = write_spills(work, n, args.dup_rate, args.per_task, bands, 128)
             cmd = [sys.executable, "-c", CHILD, str(work), json.dumps(tasks), str(args.workers)]
             out = subprocess.run(
-                [*cmd, str(args.partition_keys), str(BENCH)], check=True, capture_output=True, text=True
+                [*cmd, str(args.partition_keys), str(BENCH), str(int(args.time))],
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout
         r = json.loads(out.strip().splitlines()[-1])
         c = r["counters"]

@@ -82,7 +82,7 @@ def load_entries(path: Path) -> np.ndarray:
     return np.load(path, mmap_mode="r") if path.stat().st_size > 128 else np.load(path)
 
 
-MAX_PARTITION_BITS = 10
+MAX_PARTITION_BITS = 16  # 65,536 partitions: ~5e11 entries at the default budget
 
 
 def partition_count(total: int, budget: int | None = None, workers: int = 1) -> int:

@@ -149,7 +149,7 @@ def test_big_compressed_file_is_chunked_into_tasks_with_true_line_numbers(
     path = (write_gz if compress == "gz" else write_zst)(tmp_path / f"one.jsonl.{compress}", data)
     assert path.stat().st_size > (1 << 16) // 4
     whole, _, whole_samples = read_all([path], split_bytes=1 << 16, min_tasks=0)
-    chunked, stats, samples = read_all([path], tmp_path / "scratch", split_bytes=1 << 16)
+    chunked, _, samples = read_all([path], tmp_path / "scratch", split_bytes=1 << 16)
     recipe = parse_recipe(recipe_with(split_bytes=1 << 16), "test")
     plan = make_plan(expand_inputs([str(path)]), recipe, ReadReport(StageStats(), "skip"), tmp_path / "s2")
     assert len(plan.tasks) >= 4 and all(t.rel == path.name for t in plan.tasks)

@@ -65,3 +65,81 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: str | N
     done.set()
     thread.join()
     return Measured(seconds, peak[0] / 1024, proc.returncode, err)
+
+
+def proc_status_kb(pid: int | str = "self") -> dict[str, int]:
+    """Memory fields of /proc/<pid>/status in KiB (VmRSS, RssAnon, RssFile, VmHWM, ...)."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if value.strip().endswith("kB"):
+                out[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (Linux /proc/<pid>/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            pass
+    return out
+
+
+class AnonPeak:
+    """Peak anonymous RSS (KiB) of this process, sampled every ``interval`` s in a thread
+    (file-backed pages, e.g. memory-mapped inputs, are page cache and excluded)."""
+
+    def __init__(self, interval: float = 0.002):
+        self.before = proc_status_kb().get("RssAnon", 0)
+        self.peak = self.before
+        self._done = threading.Event()
+        self._interval = interval
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            self.peak = max(self.peak, proc_status_kb().get("RssAnon", 0))
+            self._done.wait(self._interval)
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        self.peak = max(self.peak, proc_status_kb().get("RssAnon", 0))
+        return self.peak
+
+
+def measured_call(args: tuple) -> tuple:
+    """Run fn(x) and return (result, anonymous RSS before in KiB, peak during, peak RSS incl.
+    mapped pages): used through a process pool with one call per fresh process."""
+    fn, x = args
+    sampler = AnonPeak()
+    result = fn(x)
+    peak = sampler.stop()
+    return result, sampler.before, peak, proc_status_kb().get("VmHWM", 0)
+
+
+def measured_map(records: list, workers: int):
+    """A ``DriverContext.parallel_map`` that runs every call in a fresh spawned process (``workers``
+    at a time) and appends (function name, anonymous KiB before, peak, VmHWM) per call to records."""
+    import multiprocessing as mp
+
+    def run(fn, items: list) -> list:
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(workers, maxtasksperchild=1) as pool:
+            got = pool.map(measured_call, [(fn, x) for x in items], chunksize=1)
+        records.extend((fn.__name__, before, peak, hwm) for _, before, peak, hwm in got)
+        return [r for r, *_ in got]
+
+    return run

@@ -1,16 +1,21 @@
-"""Memory of minhash_dedup's decide (the LSH index, union-find, survivor choice) per document.
+"""Memory of minhash_dedup's decide, in the driver and per worker call, on synthetic spills.
 
 Usage:
-    python bench/bench_dedup_decide_memory.py [--docs 1000000 2000000 4000000] [--dup-rate 0.1]
+    python bench/bench_dedup_decide_memory.py [--docs 1000000 4000000] [--dup-rate 0.1]
+        [--workers 2] [--partition-keys N] [--time]
 
 For each corpus size, writes synthetic spill files of the form compute writes (band keys of random
-documents, with --dup-rate of them near copies sharing some bands with an original), runs
-``decide`` alone in a fresh process (verify: signature) and reports its peak anonymous memory
-(RssAnon sampled every 2 ms, minus its value before decide; during the LSH phase and over the
-whole decide, which also resolves clusters and writes decisions; the signature files are read through
-memory maps, whose pages are page cache, reported apart as the peak RSS). The slope between
-sizes is the memory per document of the index; the target is <= 64 bytes. No text is involved,
-so this measures decide only, at sizes the real corpora here do not reach.
+documents, with --dup-rate of them near copies sharing some bands with an original; signatures
+for ``verify: signature``), then runs ``decide`` in a fresh process whose ``DriverContext.map``
+runs every call in its own fresh process (--workers at a time; bench/_measure.measured_map), and
+reports the peak anonymous memory (RssAnon sampled every 2 ms; memory-mapped spill pages are page
+cache and not counted) of the driver and, per round, of the largest call: absolute (a fresh
+Python with numpy and pyarrow imported is ~60-80 MiB of it) and above the process's start. The
+driver's part should not grow with the corpus; a call's part follows its partition's size
+(LSH_PARTITION_KEYS band keys, PAIR_BUCKET pairs, EDGE_BUCKET edges), not the corpus.
+No text is involved, so this measures decide only, at sizes the real corpora here do not reach.
+With --time the calls run on one persistent pool of --workers processes, as in a run, and only
+the decide time and the driver's memory are meaningful (fresh processes cost ~1 s each).
 """
 
 from __future__ import annotations
@@ -24,51 +29,43 @@ from pathlib import Path
 
 import numpy as np
 
+BENCH = Path(__file__).resolve().parent
+
 CHILD = r"""
-import json, sys, threading, time
+import json, sys, time
 from pathlib import Path
+sys.path.insert(0, sys.argv[5])
+from _measure import AnonPeak, measured_map
 from dataprep.stage import DriverContext, build_params
 from dataprep.stats import StageStats
-from stages import _minhash as mh
-from stages.minhash_dedup import MinhashDedup, MinhashDedupParams
+import stages.minhash_dedup as md
 
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-work, tasks = Path(sys.argv[1]), json.loads(sys.argv[2])
-stage = MinhashDedup(build_params(MinhashDedupParams, {"verify": "signature", "examples": 0}, "bench"))
-before = status("RssAnon")
-peak_anon = [before]
-done = threading.Event()
-
-def sample():
-    while not done.is_set():
-        peak_anon[0] = max(peak_anon[0], status("RssAnon"))
-        time.sleep(0.002)
-
-threading.Thread(target=sample, daemon=True).start()
-lsh_peak = [0]
-roots = mh.UnionFind.roots
-
-def roots_after_lsh(self):  # called once, right after the last band
-    time.sleep(0.01)
-    lsh_peak[0] = peak_anon[0]
-    return roots(self)
-
-mh.UnionFind.roots = roots_after_lsh
-t0 = time.monotonic()
+work, tasks, workers = Path(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+if int(sys.argv[4]):
+    md.LSH_PARTITION_KEYS = int(sys.argv[4])
+stage = md.MinhashDedup(build_params(md.MinhashDedupParams, {"verify": "signature", "examples": 0}, "bench"))
+records = []
+pool = None
+if int(sys.argv[6]):  # time it as a run does: one persistent pool (started before the clock)
+    from dataprep.executor import LocalExecutor
+    pool = LocalExecutor(workers)
+    pool.map(abs, [0, 1])
+    parallel_map = pool.map
+else:
+    parallel_map = measured_map(records, workers)
 ctx = DriverContext(
     work_dir=work, output_dir=work / "o", task_ids=tasks, seed=0, artifacts={}, stats=StageStats(),
-    workers=int(sys.argv[3]), quiet=True,
+    workers=workers, quiet=True, parallel_map=parallel_map,
 )
+driver = AnonPeak()
+t0 = time.monotonic()
 stage.decide(ctx)
 seconds = time.monotonic() - t0
-done.set()
-time.sleep(0.01)
-print(json.dumps({"before": before, "peak": peak_anon[0], "lsh": lsh_peak[0], "hwm": status("VmHWM"),
-                  "seconds": seconds,
-                  "counters": dict(ctx.stats.counters)}))
+driver.stop()
+if pool is not None:
+    pool.__exit__(None, None, None)
+print(json.dumps({"driver_before": driver.before, "driver_peak": driver.peak, "seconds": seconds,
+                  "calls": records, "counters": dict(ctx.stats.counters)}))
 """
 
 
@@ -81,7 +78,7 @@ def write_spills(work: Path, n: int, dup_rate: float, per_task: int, bands: int,
     for t, lo in enumerate(range(0, n, per_task)):
         m = min(per_task, n - lo)
         task = f"t{t:05d}"
-        keys = rng.integers(0, 2**63, size=(m, bands), dtype=np.uint64)
+        keys = rng.integers(0, np.iinfo(np.uint64).max, size=(m, bands), dtype=np.uint64, endpoint=True)
         dups = np.flatnonzero(rng.random(m) < dup_rate)
         dups = dups[dups > 0]
         originals = rng.integers(0, dups, dtype=np.int64) if dups.size else dups
@@ -109,45 +106,64 @@ def write_spills(work: Path, n: int, dup_rate: float, per_task: int, bands: int,
     return tasks
 
 
+ROUNDS = {
+    "_index_task": "1 index (per task)",
+    "_candidates": "2 candidates (per key partition)",
+    "_verify": "3 verify (per pair bucket)",
+    "large_star": "4 components: large-star",
+    "small_star": "4 components: small-star",
+    "_finalize": "5 survivors (per edge bucket)",
+    "_write_decision": "6 decisions (per task)",
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, nargs="+", default=[500_000, 1_000_000, 2_000_000])
+    ap.add_argument("--docs", type=int, nargs="+", default=[1_000_000, 4_000_000])
     ap.add_argument("--dup-rate", type=float, default=0.1)
     ap.add_argument("--per-task", type=int, default=250_000)
-    ap.add_argument("--workers", type=int, default=2, help="DriverContext.workers given to decide")
+    ap.add_argument("--workers", type=int, default=2, help="calls run at once (and DriverContext.workers)")
+    ap.add_argument("--partition-keys", type=int, default=0, help="override LSH_PARTITION_KEYS")
+    ap.add_argument(
+        "--time",
+        action="store_true",
+        help="run the calls on one persistent pool, as a run does: decide time (no per-call memory)",
+    )
     args = ap.parse_args()
     from stages._minhash import optimal_bands
 
     bands, _ = optimal_bands(0.8, 128, 0.05, 0.95)
-    rows = []
     for n in args.docs:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             tasks = write_spills(work, n, args.dup_rate, args.per_task, bands, 128)
+            cmd = [sys.executable, "-c", CHILD, str(work), json.dumps(tasks), str(args.workers)]
             out = subprocess.run(
-                [sys.executable, "-c", CHILD, str(work), json.dumps(tasks), str(args.workers)],
+                [*cmd, str(args.partition_keys), str(BENCH), str(int(args.time))],
                 check=True,
                 capture_output=True,
                 text=True,
             ).stdout
-            r = json.loads(out.strip().splitlines()[-1])
-            rows.append((n, r))
-            print(
-                f"{n:>10,} docs: decide {r['seconds']:5.1f}s; anonymous memory over the process before "
-                f"decide: LSH phase +{(r['lsh'] - r['before']) / 2**20:4.0f} MiB "
-                f"({(r['lsh'] - r['before']) / n:5.1f} B/doc), whole decide "
-                f"+{(r['peak'] - r['before']) / 2**20:4.0f} MiB "
-                f"({(r['peak'] - r['before']) / n:5.1f} B/doc); "
-                f"peak RSS incl. mapped signature pages {r['hwm'] / 2**20:5.0f} MiB; "
-                f"clusters {r['counters'].get('clusters', 0):,}"
-            )
-    if len(rows) >= 2:
-        (n0, r0), (n1, r1) = rows[0], rows[-1]
-        for key, name in (("lsh", "LSH phase (band index, union-find)"), ("peak", "whole decide")):
-            slope = ((r1[key] - r1["before"]) - (r0[key] - r0["before"])) / (n1 - n0)
-            print(f"marginal anonymous memory, {name}: {slope:.1f} bytes per document")
-        print("(target for the band index: <= 64 bytes per document; the rest of decide grows with the")
-        print(" number of clustered documents: --dup-rate)")
+        r = json.loads(out.strip().splitlines()[-1])
+        c = r["counters"]
+        print(
+            f"\n{n:,} docs in {len(tasks)} tasks, {args.workers} workers: decide {r['seconds']:.1f} s; "
+            f"{c.get('candidate_pairs', 0):,} candidate pairs, {c.get('pairs_verified', 0):,} distinct, "
+            f"{c.get('clusters', 0):,} clusters, {c.get('component_rounds', 0)} component rounds"
+        )
+        driver = (r["driver_peak"] - r["driver_before"]) / 1024
+        print(f"  driver: +{driver:.0f} MiB anonymous over its start ({driver * 2**20 / n:.1f} B/doc)")
+        head = f"  {'round':<36} {'calls':>5} {'peak anon MiB':>14} {'above start MiB':>16}"
+        print(f"{head} {'B/doc per call':>15}")
+        for name, label in ROUNDS.items():
+            calls = [x for x in r["calls"] if x[0] == name]
+            if not calls:
+                continue
+            peak = max(p for _, _, p, _ in calls) / 1024
+            above = max(p - b for _, b, p, _ in calls) / 1024
+            per_doc = above * 2**20 / (n / len(calls)) if name in ("_candidates", "_index_task") else None
+            per = f"{per_doc:15.1f}" if per_doc is not None else f"{'':>15}"
+            print(f"  {label:<36} {len(calls):>5} {peak:>14.0f} {above:>16.0f} {per}")
 
 
 if __name__ == "__main__":

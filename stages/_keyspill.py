@@ -3,28 +3,43 @@
 compute (per task): :class:`KeySpill` collects (key, row) entries, sorts them by (key, row) and
 writes one ``.npy`` file (20 bytes an entry) through a rename, so a killed task leaves no file.
 
-decide (driver): :func:`partitions` cuts the key space into ranges of the top key bits, so that
-each range holds at most ``budget`` entries over all tasks, and yields one :class:`Partition`
-at a time: the entries of every task in that range, concatenated in task order (each task's
-slice is contiguous in its sorted file, found by binary search on the memory-mapped file).
-Within a partition, entries with equal keys are consecutive after a stable sort, and the first
-of a group is the earliest (task, row) occurrence. Results per entry are written back aligned
-with the task files by :class:`EntryResults` (memory-mapped, renamed when complete).
-Memory: ``budget`` x ~40 bytes, whatever the corpus size.
+decide, distributed over the run's workers (``DriverContext.map``), in two rounds:
+
+1. one call per key-range partition (:func:`partition_count` ranges of the top key bits, so that
+   each holds at most ``budget`` entries over all tasks, and at least one per worker):
+   :func:`read_partition` gathers the entries of every task in that range, in task order (each
+   task's slice is contiguous in its sorted file, found by binary search on the memory-mapped
+   file). Within a partition, entries with equal keys are consecutive after a stable sort, and
+   the first of a group is the earliest (task, row) occurrence. The per-entry results go to one
+   file per partition (:func:`save_partition_values`, with the task slices they came from).
+2. one call per task: :func:`task_values` reassembles the task's results in its entry order from
+   every partition file, and the task's decision is written.
+
+Memory per worker: ``budget`` x ~40 bytes in round 1, one task's entries in round 2; the driver
+only merges counters. Partition files are whole files written through renames, so a worker
+killed mid-call and retried leaves nothing half-written. Ids of survivors are looked up through
+:class:`StringTable` files (random access by row through memory maps).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
+from dataprep.io import write_text_atomic
+
+J = TypeVar("J")
+
 ENTRY = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("row", "<u4")])
 DEFAULT_BUDGET = 8_000_000
+PARALLEL_MIN = 1 << 20  # entries below which decide groups them in one call (no worker start-up)
 
 
 def digests_to_keys(digests: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -67,6 +82,21 @@ def load_entries(path: Path) -> np.ndarray:
     return np.load(path, mmap_mode="r") if path.stat().st_size > 128 else np.load(path)
 
 
+MAX_PARTITION_BITS = 16  # 65,536 partitions: ~5e11 entries at the default budget
+
+
+def partition_count(total: int, budget: int | None = None, workers: int = 1) -> int:
+    """Key-range partitions for ``total`` entries: a power of two, enough for ~``budget`` entries
+    each (default DEFAULT_BUDGET) and, from PARALLEL_MIN entries on, at least one per worker; at
+    most 2**MAX_PARTITION_BITS. The results never depend on the count."""
+    budget = budget or DEFAULT_BUDGET
+    minimum = workers if total >= PARALLEL_MIN else 1
+    bits = 0
+    while (total > budget << bits or 1 << bits < minimum) and bits < MAX_PARTITION_BITS:
+        bits += 1
+    return 1 << bits
+
+
 @dataclass
 class Partition:
     """Entries of one key range across all tasks, in (task, key, row) order.
@@ -92,96 +122,146 @@ class Partition:
         return order, starts
 
 
-def partitions(paths: list[Path], budget: int | None = None) -> Iterator[Partition]:
-    """Partitions of the entries of all ``paths`` (task order) with at most ~``budget`` entries
-    (default DEFAULT_BUDGET) each, assuming uniformly distributed keys; every key lands in
-    exactly one partition."""
-    budget = budget or DEFAULT_BUDGET
-    files = [load_entries(p) for p in paths]
-    total = sum(len(f) for f in files)
-    bits = 0
-    while total > budget << bits and bits < 10:
-        bits += 1
-    count = 1 << bits
-    for p in range(count):
-        low = np.uint64(p << (64 - bits)) if bits else np.uint64(0)
-        parts, slices = [], []
-        for t, f in enumerate(files):
-            if not len(f):
-                continue
-            his = f["hi"]  # a strided view of the mapped file: binary search touches ~log2(n) pages
-            start = bisect.bisect_left(his, low) if p else 0
-            stop = bisect.bisect_left(his, np.uint64((p + 1) << (64 - bits))) if p + 1 < count else len(f)
-            if stop > start:
-                parts.append((t, np.array(f[start:stop])))
-                slices.append((t, start, stop))
-        if parts:
-            yield Partition(
-                hi=np.concatenate([x["hi"] for _, x in parts]),
-                lo=np.concatenate([x["lo"] for _, x in parts]),
-                task=np.concatenate([np.full(len(x), t, dtype=np.int32) for t, x in parts]),
-                row=np.concatenate([x["row"] for _, x in parts]).astype(np.int64),
-                slices=slices,
-            )
-        else:
-            yield Partition(
-                np.zeros(0, np.uint64),
-                np.zeros(0, np.uint64),
-                np.zeros(0, np.int32),
-                np.zeros(0, np.int64),
-                [],
-            )
+def read_partition(paths: list[Path], p: int, count: int) -> Partition:
+    """Partition ``p`` of ``count`` (a power of two): the entries of every task file in ``paths``
+    whose key's top log2(count) bits equal p, concatenated in task order. Each task's slice is
+    contiguous in its sorted file and found by binary search on the memory-mapped file (touching
+    ~log2(n) pages); every key lands in exactly one partition."""
+    bits = count.bit_length() - 1
+    parts, slices = [], []
+    for t, path in enumerate(paths):
+        f = load_entries(path)
+        if not len(f):
+            continue
+        his = f["hi"]  # a strided view of the mapped file
+        start = bisect.bisect_left(his, np.uint64(p << (64 - bits))) if p else 0
+        stop = bisect.bisect_left(his, np.uint64((p + 1) << (64 - bits))) if p + 1 < count else len(f)
+        if stop > start:
+            parts.append((t, np.array(f[start:stop])))
+            slices.append((t, start, stop))
+    if not parts:
+        empty = np.zeros(0, np.uint64)
+        return Partition(empty, empty, np.zeros(0, np.int32), np.zeros(0, np.int64), [])
+    return Partition(
+        hi=np.concatenate([x["hi"] for _, x in parts]),
+        lo=np.concatenate([x["lo"] for _, x in parts]),
+        task=np.concatenate([np.full(len(x), t, dtype=np.int32) for t, x in parts]),
+        row=np.concatenate([x["row"] for _, x in parts]).astype(np.int64),
+        slices=slices,
+    )
 
 
-class EntryResults:
-    """One result value per entry, per task, aligned with the task's entry file (memory-mapped
-    ``.npy`` written under a temporary name; ``close`` renames them all)."""
+def save_job(path: Path, job: Any) -> str:
+    """Write what every worker call of a decide shares (a dataclass of JSON values: paths, task
+    ids, settings) to ``path``; the calls receive this path rather than the data, so what is
+    sent per call stays small whatever the number of tasks."""
+    write_text_atomic(path, json.dumps(dataclasses.asdict(job), ensure_ascii=False))
+    return str(path)
 
-    def __init__(self, paths: list[Path], counts: list[int], dtype: str, fill: int = 0):
-        self.paths = paths
-        self.tmps = [p.with_name(f".{p.name}.tmp{os.getpid()}") for p in paths]
-        self.arrays = []
-        for tmp, n in zip(self.tmps, counts, strict=True):
-            if n:
-                arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n,))
-                arr[:] = fill
-            else:
-                arr = np.zeros(0, dtype=dtype)
-                with open(tmp, "wb") as f:
-                    np.save(f, arr)
-            self.arrays.append(arr)
 
-    def write(self, part: Partition, values: np.ndarray) -> None:
-        """``values`` aligned with the partition's entries (task order)."""
-        offset = 0
-        for t, start, stop in part.slices:
-            n = stop - start
-            self.arrays[t][start:stop] = values[offset : offset + n]
-            offset += n
+def load_job(path: str, cls: type[J]) -> J:
+    return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
 
-    def close(self) -> None:
-        for arr, tmp, path in zip(self.arrays, self.tmps, self.paths, strict=True):
-            if isinstance(arr, np.memmap):
-                arr.flush()
-            del arr
-            os.replace(tmp, path)
-        self.arrays = []
+
+def save_atomic(path: Path, array: np.ndarray) -> None:
+    """``np.save`` through a temporary name and a rename (a killed writer leaves no file)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        np.save(f, array)
+    os.replace(tmp, path)
+
+
+SLICE = np.dtype([("task", "<i8"), ("start", "<i8"), ("stop", "<i8"), ("at", "<i8")])
+
+
+def save_partition_values(path: Path, part: Partition, values: np.ndarray) -> None:
+    """Per-entry results of one partition (aligned with its entries, task order), with the task
+    slices they came from, so that :func:`task_values` can reassemble any task's results."""
+    slices = np.zeros(len(part.slices), dtype=SLICE)
+    if part.slices:
+        arr = np.asarray(part.slices, dtype=np.int64)
+        slices["task"], slices["start"], slices["stop"] = arr[:, 0], arr[:, 1], arr[:, 2]
+        sizes = arr[:, 2] - arr[:, 1]
+        slices["at"] = np.cumsum(sizes) - sizes
+    save_atomic(path.with_name(path.name + ".slices.npy"), slices)
+    save_atomic(path, values)
+
+
+def task_values(paths: list[Path], t: int) -> np.ndarray:
+    """The results of task ``t``'s entries, in the order of its entry file, gathered from the
+    partition result files ``paths`` (in partition order, i.e. key order)."""
+    pieces = []
+    for path in paths:
+        slices = np.load(path.with_name(path.name + ".slices.npy"))
+        k = int(np.searchsorted(slices["task"], t))
+        if k < len(slices) and slices["task"][k] == t:
+            s = slices[k]
+            values = np.load(path, mmap_mode="r") if path.stat().st_size > 128 else np.load(path)
+            pieces.append(np.array(values[s["at"] : s["at"] + s["stop"] - s["start"]]))
+    if not pieces:
+        return np.zeros(0, dtype=np.load(paths[0]).dtype) if paths else np.zeros(0)
+    return np.concatenate(pieces)
+
+
+class StringTable:
+    """Strings by row with random access: ``<path>`` holds their UTF-8 bytes concatenated,
+    ``<path>.off.npy`` the int64 offsets [rows + 1]; both are read through memory maps, so a
+    lookup costs a few pages whatever the table size (document ids of a task)."""
+
+    @staticmethod
+    def write(path: Path, strings: list[str]) -> None:
+        data = [s.encode("utf-8") for s in strings]
+        offsets = np.zeros(len(data) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in data], out=offsets[1:])
+        StringTable._save(path, b"".join(data), offsets)
+
+    @staticmethod
+    def write_arrow(path: Path, array: Any) -> None:
+        """From a pyarrow (large_)string array without nulls, straight from its buffers."""
+        import pyarrow as pa
+
+        array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+        kind = np.int32 if pa.types.is_string(array.type) else np.int64
+        buffers = array.buffers()
+        ends = np.frombuffer(buffers[1], dtype=kind)[array.offset : array.offset + len(array) + 1]
+        ends = ends.astype(np.int64) if len(ends) else np.zeros(1, dtype=np.int64)
+        data = memoryview(buffers[2])[ends[0] : ends[-1]] if buffers[2] is not None else b""
+        StringTable._save(path, data, ends - ends[0])
+
+    @staticmethod
+    def _save(path: Path, data: Any, offsets: np.ndarray) -> None:
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        save_atomic(path.with_name(path.name + ".off.npy"), offsets)
+        os.replace(tmp, path)
+
+    def __init__(self, path: Path):
+        self.offsets = np.load(path.with_name(path.name + ".off.npy"), mmap_mode="r")
+        size = path.stat().st_size
+        self.data = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+
+    def get(self, rows: np.ndarray) -> list[str]:
+        starts = np.asarray(self.offsets[rows])
+        ends = np.asarray(self.offsets[np.asarray(rows) + 1])
+        return [
+            bytes(self.data[a:b]).decode("utf-8") for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+        ]
+
+    @staticmethod
+    def remove(path: Path) -> None:
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".off.npy").unlink(missing_ok=True)
 
 
 class IdSpill:
-    """Document ids of one task, in row order (Parquet, one string column), for naming survivors."""
+    """Document ids of one task, in row order, as a :class:`StringTable` (for naming survivors)."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
 
     def close(self, path: Path) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        table = pa.table({"id": pa.array(self.ids, pa.string())})
-        pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP)
-        os.replace(tmp, path)
+        StringTable.write(path, self.ids)
         self.ids = []
 
 
@@ -206,12 +286,13 @@ def read_rows(path: Path, columns: list[str], rows: np.ndarray) -> dict[str, lis
 
 
 def lookup_ids(paths: list[Path], offsets: np.ndarray, positions: np.ndarray) -> dict[int, str]:
-    """{global position: document id} for ``positions`` (global = offsets[task] + row); reads
-    only the row groups of the id files that hold one of them."""
+    """{global position: document id} for ``positions`` (global = offsets[task] + row), from the
+    tasks' :class:`StringTable` files ``paths`` (only the pages holding them are read)."""
     wanted = np.unique(np.asarray(positions, dtype=np.int64))
     out: dict[int, str] = {}
     tasks = np.searchsorted(offsets, wanted, side="right") - 1
     for t in np.unique(tasks):
-        names = read_rows(paths[int(t)], ["id"], wanted[tasks == t] - offsets[t])["id"]
-        out.update({int(p): n for p, n in zip(wanted[tasks == t].tolist(), names, strict=True)})
+        sel = wanted[tasks == t]
+        names = StringTable(paths[int(t)]).get(sel - offsets[t])
+        out.update({int(p): n for p, n in zip(sel.tolist(), names, strict=True)})
     return out

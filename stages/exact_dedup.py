@@ -3,9 +3,11 @@ Traditional copy of a Simplified text is an exact duplicate once converted).
 
 compute: hash every document (xxh3-128 of its UTF-8 text) and spill (hash, row) entries and the
          document ids of the task (see ``_keyspill``).
-decide:  over the whole corpus, in key-range partitions of bounded size: the first occurrence in
-         corpus order (task, then row) survives; every later copy is dropped. Memory: ~40 bytes
-         per entry of one partition (at most 8M entries), plus the ids of the survivors.
+decide:  over the whole corpus, in key-range partitions of bounded size spread over the run's
+         workers (``DriverContext.map``; see ``_keyspill``): the first occurrence in corpus order
+         (task, then row) survives; every later copy is dropped. Then one call per task writes
+         its decision. Memory per worker: ~40 bytes per entry of one partition (at most 8M
+         entries) or one task's entries; the driver merges counters only.
 apply:   copies are dropped as ``duplicate``; rejected/ records carry ``extra`` = {"cluster": the
          survivor's corpus position, "survivor": its id, "cluster_size": copies of the text}.
 stats:   counter ``unique_texts``, histogram ``cluster_size`` (copies per duplicated text).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +25,21 @@ import numpy as np
 from dataprep.document import Document, Drop
 from dataprep.io import write_text_atomic
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
-from stages._keyspill import EntryResults, IdSpill, KeySpill, digests_to_keys, lookup_ids, partitions
+from dataprep.stats import Histogram
+from stages._keyspill import (
+    IdSpill,
+    KeySpill,
+    StringTable,
+    digests_to_keys,
+    load_entries,
+    load_job,
+    lookup_ids,
+    partition_count,
+    read_partition,
+    save_job,
+    save_partition_values,
+    task_values,
+)
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
 EXAMPLE_CHARS = 300
@@ -37,6 +54,75 @@ class ExactDedupParams:
     def validate(self) -> None:
         if self.examples < 0:
             raise ValueError("examples must be >= 0")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What the decide calls of one run share (sent to workers; paths, no data)."""
+
+    work_dir: str
+    task_ids: list[str]
+    offsets: list[int]  # first corpus position of each task, plus the total
+    partitions: int
+
+    def key_paths(self) -> list[Path]:
+        return [Path(self.work_dir) / f"{t}.keys.npy" for t in self.task_ids]
+
+    def partition_files(self, p: int) -> list[Path]:
+        return [Path(self.work_dir) / f"part{p:04d}.{name}.npy" for name in ("survivor", "size")]
+
+
+def _group_partition(args: tuple[str, int]) -> tuple[int, dict[str, Any]]:
+    """Decide round 1, one key-range partition: for every entry, the corpus position of its
+    text's first occurrence (-1 for that occurrence itself) and the number of copies; returns
+    (distinct texts, cluster_size histogram of texts with copies)."""
+    job_path, p = args
+    job = load_job(job_path, _Job)
+    part = read_partition(job.key_paths(), p, job.partitions)
+    order, starts = part.group_order()
+    surv_values = np.zeros(0, dtype=np.int64)
+    size_values = np.zeros(0, dtype=np.int32)
+    hist = Histogram(CLUSTER_EDGES)
+    if len(order):
+        group = np.cumsum(starts) - 1
+        first = np.flatnonzero(starts)
+        group_size = np.diff(np.append(first, len(order)))
+        position = np.asarray(job.offsets, dtype=np.int64)[part.task[order]] + part.row[order]
+        surv = position[first][group]
+        surv[starts] = -1
+        surv_values = np.empty(len(order), dtype=np.int64)
+        surv_values[order] = surv
+        size_values = np.empty(len(order), dtype=np.int32)
+        size_values[order] = group_size[group]
+        hist.add(group_size[group_size > 1])
+    survivor_path, size_path = job.partition_files(p)
+    save_partition_values(survivor_path, part, surv_values)
+    save_partition_values(size_path, part, size_values)
+    return int(np.count_nonzero(starts)), hist.to_json()
+
+
+def _write_task_decision(args: tuple[str, int]) -> None:
+    """Decide round 2, one task: its copies (rows), their survivors' positions and ids, and the
+    copy counts, as ``<task>.decision.json``."""
+    job_path, t = args
+    job = load_job(job_path, _Job)
+    work = Path(job.work_dir)
+    files = [job.partition_files(p) for p in range(job.partitions)]
+    surv = task_values([f[0] for f in files], t)
+    size = task_values([f[1] for f in files], t)
+    entries = load_entries(job.key_paths()[t])
+    rows = np.asarray(entries["row"]) if len(entries) else np.zeros(0, dtype=np.int64)
+    dup = np.flatnonzero(surv >= 0)
+    dup = dup[np.argsort(rows[dup], kind="stable")]
+    offsets = np.asarray(job.offsets, dtype=np.int64)
+    names = lookup_ids([work / f"{x}.ids" for x in job.task_ids], offsets, surv[dup])
+    decision = {
+        "drop": rows[dup].astype(np.int64).tolist(),
+        "cluster": surv[dup].tolist(),
+        "survivor": [names[int(s)] for s in surv[dup]],
+        "size": size[dup].tolist(),
+    }
+    write_text_atomic(work / f"{job.task_ids[t]}.decision.json", json.dumps(decision, ensure_ascii=False))
 
 
 @register
@@ -69,7 +155,7 @@ class ExactDedup(GlobalStage):
 
     def finish_compute(self, ctx: StageContext) -> None:
         assert self._spill is not None and self._ids is not None
-        self._ids.close(ctx.work_dir / f"{ctx.task_id}.ids.parquet")
+        self._ids.close(ctx.work_dir / f"{ctx.task_id}.ids")
         self._spill.close(ctx.work_dir / f"{ctx.task_id}.keys.npy")
         self._spill = self._ids = None
 
@@ -77,72 +163,37 @@ class ExactDedup(GlobalStage):
         from dataprep.progress import phase_bar
 
         key_paths = [ctx.work_dir / f"{t}.keys.npy" for t in ctx.task_ids]
-        entries = [np.load(p, mmap_mode="r") for p in key_paths]
-        counts = [len(e) for e in entries]
+        counts = [len(load_entries(p)) for p in key_paths]
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        survivor_paths = [ctx.work_dir / f"{t}.survivor.npy" for t in ctx.task_ids]
-        size_paths = [ctx.work_dir / f"{t}.size.npy" for t in ctx.task_ids]
-        survivors = EntryResults(survivor_paths, counts, "<i8", fill=-1)
-        sizes = EntryResults(size_paths, counts, "<i4", fill=1)
+        count = partition_count(int(offsets[-1]), workers=ctx.workers)
+        job = _Job(str(ctx.work_dir), list(ctx.task_ids), offsets.tolist(), count)
+        shared = save_job(ctx.work_dir / "decide-job.json", job)
+        bar = phase_bar("exact_dedup: decide", 2, "round", quiet=ctx.quiet)
+        bar.set_description(f"exact_dedup: grouping {int(offsets[-1]):,} hashes in {count} partitions")
+        results = ctx.map(_group_partition, [(shared, p) for p in range(count)])
+        bar.update(1)
+        bar.set_description(f"exact_dedup: writing the decisions of {len(ctx.task_ids)} tasks")
+        ctx.map(_write_task_decision, [(shared, t) for t in range(len(ctx.task_ids))])
+        bar.update(1)
+        bar.close()
         hist = ctx.stats.histogram("cluster_size", CLUSTER_EDGES)
-        unique = 0
-        bar = phase_bar(
-            "exact_dedup: grouping hashes", int(offsets[-1]), "doc", unit_scale=True, quiet=ctx.quiet
-        )
-        for part in partitions(key_paths):
-            bar.update(len(part.hi))
-            order, starts = part.group_order()
-            if not len(order):
-                continue
-            group = np.cumsum(starts) - 1
-            first = np.flatnonzero(starts)
-            group_size = np.diff(np.append(first, len(order)))
-            position = offsets[part.task[order]] + part.row[order]
-            surv = position[first][group]
-            surv[starts] = -1
-            values = np.empty(len(order), dtype=np.int64)
-            values[order] = surv
-            survivors.write(part, values)
-            size_values = np.empty(len(order), dtype=np.int32)
-            size_values[order] = group_size[group]
-            sizes.write(part, size_values)
-            unique += len(first)
-            hist.add(group_size[group_size > 1])
-        bar.close()
-        survivors.close()
-        sizes.close()
-        needed = [s[s >= 0] for s in (np.load(p) for p in survivor_paths)]
-        names = lookup_ids(
-            [ctx.work_dir / f"{t}.ids.parquet" for t in ctx.task_ids],
-            offsets,
-            np.concatenate(needed) if needed else np.zeros(0, np.int64),
-        )
-        bar = phase_bar("exact_dedup: writing decisions", len(ctx.task_ids), "task", quiet=ctx.quiet)
-        for t, path, spath, zpath in zip(ctx.task_ids, key_paths, survivor_paths, size_paths, strict=True):
-            bar.update(1)
-            rows = np.load(path, mmap_mode="r")["row"] if path.stat().st_size > 128 else np.zeros(0)
-            surv, size = np.load(spath), np.load(zpath)
-            dup = np.flatnonzero(surv >= 0)
-            order = np.argsort(np.asarray(rows)[dup], kind="stable")
-            dup = dup[order]
-            decision = {
-                "drop": np.asarray(rows)[dup].astype(np.int64).tolist(),
-                "cluster": surv[dup].tolist(),
-                "survivor": [names[int(s)] for s in surv[dup]],
-                "size": size[dup].tolist(),
-            }
-            write_text_atomic(ctx.work_dir / f"{t}.decision.json", json.dumps(decision, ensure_ascii=False))
-        bar.close()
-        ctx.stats.count("unique_texts", unique)
+        for unique, sizes in results:
+            hist.merge(Histogram.from_json(sizes))
+            ctx.stats.count("unique_texts", unique)
+        for p in range(count):
+            for path in job.partition_files(p):
+                path.unlink(missing_ok=True)
+                path.with_name(path.name + ".slices.npy").unlink(missing_ok=True)
+        Path(shared).unlink()
         return {}
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         if self._decision is None:
             self._decision = json.loads((ctx.work_dir / f"{ctx.task_id}.decision.json").read_text())
             self._position = self._next = 0
-            for suffix in (".keys.npy", ".ids.parquet", ".survivor.npy", ".size.npy"):  # no longer needed
-                (ctx.work_dir / f"{ctx.task_id}{suffix}").unlink(missing_ok=True)
+            (ctx.work_dir / f"{ctx.task_id}.keys.npy").unlink(missing_ok=True)  # no longer needed
+            StringTable.remove(ctx.work_dir / f"{ctx.task_id}.ids")
         d = self._decision
         drops = d["drop"]
         out: list[StageResult] = []

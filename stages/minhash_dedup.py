@@ -7,27 +7,43 @@ compute (per task, vectorised): simplify -> shingle (CJK character n-grams or wo
   + ``<task>.offsets.i64`` (the shingle sets, ~4 bytes per distinct shingle: about the size of
   the text), else ``<task>.sig.u32`` (signatures, 4 x num_perm bytes per document); both are read
   through memory maps.
-decide (driver, once): band after band, sort the band's keys of all documents, turn groups of
-  equal keys into candidate pairs, drop pairs already connected, verify the rest (``verify``:
-  ``signature`` = estimated Jaccard >= threshold, ``exact`` = Jaccard of the shingle sets >=
-  threshold, ``none``), and union them (vectorised union-find). Memory: the union-find parent
-  (4 bytes), length and shingle count (8 bytes) of every document, plus one band's key
-  buffer (8 bytes + 2) at a time (two when ``workers`` > 1: the next band is read and sorted in a
-  thread meanwhile): ~22-32 bytes per document (bench/bench_dedup_decide_memory.py);
-  signatures and shingle sets are read from memory-mapped files for candidate pairs only.
-  Survivor of a cluster (connected component): the longest document (characters), then the
-  earliest in corpus order (task, then row). Cluster id = the survivor's corpus position.
+decide: rounds of calls spread over the run's workers (``DriverContext.map``: the process pool
+  or Ray tasks), exchanging files under ``<work>/lsh`` (a shuffle through the file system); the
+  driver only sizes the rounds and merges counters (memory O(tasks + calls)).
+  1. per task: document lengths and ids for random access; per band, the band keys with their
+     low ceil(log2 docs) bits replaced by the document's corpus position, sorted (documents
+     without shingles are never candidates).
+  2. per key-range partition (top bits of the keys, ~LSH_PARTITION_KEYS keys each): for every
+     band, the keys of that range from every task (binary search in the sorted files), sorted;
+     groups of equal keys give candidate pairs (all pairs of small groups, a star and a chain for
+     large ones); the distinct pairs are written, routed by a hash of the pair.
+  3. per pair bucket: the distinct candidate pairs (each verified once, whatever the number of
+     bands it came from): ``signature`` = estimated Jaccard >= threshold, ``exact`` = Jaccard of
+     the shingle sets >= threshold, ``none``; accepted pairs become edges.
+  4. connected components of the edges with the large-star / small-star algorithm
+     (``_components``: a few rounds, one bucket of edges per call, never the whole graph in
+     one place), ending in one star per cluster centred on its smallest position.
+  5. per edge bucket: each cluster's centre sees all its members: the survivor is the longest
+     document (characters), then the earliest in corpus order (task, then row); the others get
+     their survivor, the cluster size and their similarity to the survivor.
+  6. per task: its dropped documents, with their survivors' ids, as ``<task>.decision.json``.
+  The clusters are the connected components of the verified candidate pairs, exactly as a
+  single-process union-find over the same pairs finds them, so the decisions do not depend on
+  the partition or bucket counts (which grow with the worker count and the corpus). Cluster id
+  = the survivor's corpus position.
 apply: (first deleting the task's spilled files, no longer needed once decided) the other
   members are dropped as ``near_duplicate``; score = their similarity to the
   survivor (exact Jaccard with ``verify: exact``, else the signature estimate); rejected/ records
   carry ``extra`` = {"cluster", "survivor", "cluster_size", "similarity"}.
 stats: histogram ``cluster_size``; counters ``clusters``, ``docs_in_clusters``,
-  ``candidate_pairs``, ``pairs_verified``, ``pairs_rejected``, ``no_shingles``; examples of
-  clusters (members side by side) for report.html; bands/rows in manifest.json.
+  ``candidate_pairs`` (summed over bands), ``pairs_verified`` and ``pairs_rejected`` (distinct
+  pairs), ``no_shingles``, ``component_rounds``; examples of clusters (members side by side) for
+  report.html; bands/rows in manifest.json.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import os
@@ -40,8 +56,22 @@ import numpy as np
 from dataprep.document import Document, Drop
 from dataprep.io import write_text_atomic
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
+from dataprep.stats import Histogram
 from stages import _minhash as mh
-from stages._keyspill import ROW_GROUP, lookup_ids, read_rows
+from stages._components import (
+    EDGE,
+    FileSet,
+    bucket_bits,
+    connected_components,
+    edge_records,
+    fileset,
+    fileset_paths,
+    neighbourhoods,
+    read_bucket,
+    remove_files,
+    write_bucketed,
+)
+from stages._keyspill import ROW_GROUP, StringTable, load_job, lookup_ids, read_rows, save_atomic, save_job
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
 PAIR_CHUNK = 20_000  # pairs verified at once (signature: 2 x 20k x num_perm x 4 bytes)
@@ -182,93 +212,127 @@ class _TaskSpill:
             os.replace(tmp, final)
 
 
-class _Corpus:
-    """Driver-side view of the spilled files: per-document arrays, signatures and shingle sets
-    by corpus position (global position = offsets[task] + row), through memory maps."""
+# Decide is spread over the run's workers (DriverContext.map) in rounds; each call holds one
+# partition or bucket, whose sizes these budgets bound (the counts adapt to the corpus).
+LSH_PARTITION_KEYS = 1 << 25  # band keys per key-range partition in round 2 (8 bytes each)
+PAIR_BUCKET = 1 << 23  # candidate pairs per verification call (24 bytes each)
+EDGE_BUCKET = 1 << 23  # edge records per connected-components call (24 bytes each)
+PARALLEL_MIN = 1 << 20  # keys, pairs or edges below which a round is one call (no worker start-up)
+MAP_CACHE = 256  # memory maps a worker keeps open at once (file descriptors)
+PAIR = np.dtype([("h", "<u8"), ("u", "<i8"), ("v", "<i8")])
+DECISION = np.dtype([("pos", "<i8"), ("survivor", "<i8"), ("size", "<i8"), ("score", "<f8")])
 
-    def __init__(self, work_dir: Path, task_ids: list[str], num_perm: int, exact: bool):
-        import pyarrow.parquet as pq
 
-        self.work_dir = work_dir
-        self.task_ids = task_ids
-        self.band_paths = [work_dir / f"{t}.bands.parquet" for t in task_ids]
-        counts = [pq.ParquetFile(p).metadata.num_rows for p in self.band_paths]
-        self.offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=self.offsets[1:])
-        self.n = int(self.offsets[-1])
-        self.length = np.zeros(self.n, dtype=np.int32)
-        self.shingles = np.zeros(self.n, dtype=np.int32)
-        for t, path in enumerate(self.band_paths):
-            table = pq.read_table(path, columns=["length", "shingles"])
-            lo, hi = self.offsets[t], self.offsets[t + 1]
-            self.length[lo:hi] = table.column("length").to_numpy()
-            self.shingles[lo:hi] = table.column("shingles").to_numpy()
-        self.num_perm = num_perm
-        self._sig: list[np.ndarray] = []
-        self._sh = self._off = None
-        if not exact:
-            self._sig = [self._map(work_dir / f"{t}.sig.u32", np.uint32, (num_perm,)) for t in task_ids]
-        else:
-            self._sh = [self._map(work_dir / f"{t}.shingles.u32", np.uint32, ()) for t in task_ids]
-            self._off = [self._map(work_dir / f"{t}.offsets.i64", np.int64, ()) for t in task_ids]
+@dataclass(frozen=True)
+class _Layout:
+    """What every decide call shares (written once as JSON, read by each call): settings, the
+    tasks and the corpus position of each task's first document (global position = offsets[task]
+    + row), plus the total."""
 
-    @staticmethod
-    def _map(path: Path, dtype: Any, tail: tuple[int, ...]) -> np.ndarray:
-        size = path.stat().st_size
-        if size == 0:
-            return np.zeros((0, *tail), dtype=dtype)
-        arr = np.memmap(path, dtype=dtype, mode="r")
-        return arr.reshape(-1, *tail) if tail else arr
+    work_dir: str
+    task_ids: list[str]
+    offsets: list[int]
+    num_perm: int
+    bands: int
+    verify: str
+    threshold: float
+    examples: int
 
-    def band(self, j: int) -> np.ndarray:
-        import pyarrow.parquet as pq
+    @property
+    def exact(self) -> bool:
+        return self.verify == "exact"
 
-        out = np.empty(self.n, dtype=np.uint64)
-        for t, path in enumerate(self.band_paths):
-            column = pq.read_table(path, columns=[f"band{j:03d}"]).column(0)
-            out[self.offsets[t] : self.offsets[t + 1]] = column.to_numpy()
-        return out
+    @property
+    def bits(self) -> int:
+        """Low bits of a band key replaced by the document's corpus position."""
+        return int(max(self.offsets[-1], 2) - 1).bit_length()
+
+    @property
+    def lsh(self) -> Path:
+        return Path(self.work_dir) / "lsh"
+
+    def spill(self, t: int, suffix: str) -> Path:
+        return Path(self.work_dir) / f"{self.task_ids[t]}{suffix}"
+
+    def index(self, t: int, name: str) -> Path:
+        return self.lsh / f"{self.task_ids[t]}.{name}"
+
+
+def _layout(path: str) -> _Layout:
+    return load_job(path, _Layout)
+
+
+class _Spills:
+    """A worker's random access to the spilled per-document data by corpus position: lengths,
+    signatures, shingle sets (memory maps, opened on demand, at most MAP_CACHE at once)."""
+
+    def __init__(self, layout: _Layout):
+        self.layout = layout
+        self.offsets = np.asarray(layout.offsets, dtype=np.int64)
+        self._maps: dict[tuple[int, str], np.ndarray] = {}
+
+    def _map(self, t: int, name: str) -> np.ndarray:
+        key = (t, name)
+        arr = self._maps.get(key)
+        if arr is None:
+            if len(self._maps) >= MAP_CACHE:
+                self._maps.clear()
+            if name == "length":
+                arr = np.load(self.layout.index(t, "length.npy"), mmap_mode="r")
+            else:
+                path = self.layout.spill(t, name)
+                dtype = np.int64 if name.endswith(".i64") else np.uint32
+                arr = np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.zeros(0, dtype)
+                if name == ".sig.u32":
+                    arr = arr.reshape(-1, self.layout.num_perm)
+            self._maps[key] = arr
+        return arr
 
     def _split(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pos = np.asarray(pos, dtype=np.int64)
         task = np.searchsorted(self.offsets, pos, side="right") - 1
         return task, pos - self.offsets[task]
 
-    def signatures(self, pos: np.ndarray) -> np.ndarray:
-        out = np.empty((len(pos), self.num_perm), dtype=np.uint32)
+    def _gather(self, pos: np.ndarray, name: str, out: np.ndarray, shift: int = 0) -> np.ndarray:
         task, row = self._split(pos)
         for t in np.unique(task):
             sel = task == t
-            out[sel] = self._sig[int(t)][row[sel]]
+            out[sel] = self._map(int(t), name)[row[sel] + shift]
         return out
+
+    def lengths(self, pos: np.ndarray) -> np.ndarray:
+        return self._gather(pos, "length", np.empty(len(pos), dtype=np.int64))
+
+    def signatures(self, pos: np.ndarray) -> np.ndarray:
+        return self._gather(pos, ".sig.u32", np.empty((len(pos), self.layout.num_perm), dtype=np.uint32))
+
+    def shingle_counts(self, pos: np.ndarray) -> np.ndarray:
+        ends = self._gather(pos, ".offsets.i64", np.empty(len(pos), dtype=np.int64), shift=1)
+        return ends - self._gather(pos, ".offsets.i64", np.empty(len(pos), dtype=np.int64))
 
     def shingle_sets(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, sizes): the shingle sets of ``pos`` concatenated in that order, gathered from
         the mapped files task by task (vectorised)."""
-        assert self._sh is not None and self._off is not None
-        task, row = self._split(np.asarray(pos, dtype=np.int64))
-        starts = np.empty(len(pos), dtype=np.int64)
-        sizes = np.empty(len(pos), dtype=np.int64)
-        for t in np.unique(task):
-            sel = task == t
-            off = self._off[int(t)]
-            starts[sel] = off[row[sel]]
-            sizes[sel] = off[row[sel] + 1] - starts[sel]
+        task, _ = self._split(pos)
+        starts = self._gather(pos, ".offsets.i64", np.empty(len(pos), dtype=np.int64))
+        sizes = self._gather(pos, ".offsets.i64", np.empty(len(pos), dtype=np.int64), shift=1) - starts
         values = np.empty(int(sizes.sum()), dtype=np.uint32)
         dest = np.cumsum(sizes) - sizes
         for t in np.unique(task):
             sel = np.flatnonzero(task == t)
-            values[mh._ranges(dest[sel], sizes[sel])] = self._sh[int(t)][mh._ranges(starts[sel], sizes[sel])]
+            shingles = self._map(int(t), ".shingles.u32")
+            values[mh._ranges(dest[sel], sizes[sel])] = shingles[mh._ranges(starts[sel], sizes[sel])]
         return values, sizes
 
-    def similarity(self, u: np.ndarray, v: np.ndarray, exact: bool) -> np.ndarray:
-        """Jaccard of the pairs (u[i], v[i]): exact from the shingle sets, else estimated. Pairs
-        are taken in chunks of at most PAIR_CHUNK pairs and SHINGLE_CHUNK shingles (memory)."""
+    def similarity(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Jaccard of the pairs (u[i], v[i]): exact from the shingle sets (``verify: exact``), else
+        estimated from the signatures. Pairs are taken in chunks of at most PAIR_CHUNK pairs and
+        SHINGLE_CHUNK shingles (memory)."""
+        exact = self.layout.exact
         out = np.empty(len(u), dtype=np.float64)
-        if exact:
-            weight = np.cumsum(self.shingles[u].astype(np.int64) + self.shingles[v])
-            cuts = np.searchsorted(
-                weight, np.arange(SHINGLE_CHUNK, int(weight[-1]) if len(weight) else 0, SHINGLE_CHUNK)
-            )
+        if exact and len(u):
+            weight = np.cumsum(self.shingle_counts(u) + self.shingle_counts(v))
+            cuts = np.searchsorted(weight, np.arange(SHINGLE_CHUNK, int(weight[-1]), SHINGLE_CHUNK))
             bounds = sorted({0, len(u), *cuts.tolist(), *range(0, len(u), PAIR_CHUNK)})
         else:
             bounds = sorted({0, len(u), *range(0, len(u), PAIR_CHUNK)})
@@ -281,21 +345,6 @@ class _Corpus:
             else:
                 out[lo:hi] = (self.signatures(a) == self.signatures(b)).mean(axis=1)
         return out
-
-    def previews(self, pos: np.ndarray) -> dict[int, tuple[str, str]]:
-        """{position: (id, preview)}, reading only the row groups that hold them."""
-        pos = np.unique(np.asarray(pos, dtype=np.int64))
-        out: dict[int, tuple[str, str]] = {}
-        task, row = self._split(pos)
-        for t in np.unique(task):
-            sel = task == t
-            got = read_rows(self.band_paths[int(t)], ["id", "preview"], row[sel])
-            for p, i, text in zip(pos[sel].tolist(), got["id"], got["preview"], strict=True):
-                out[p] = (i, text)
-        return out
-
-
-NEIGHBOUR_CHUNK = 1 << 20
 
 
 def _table_versions(fold_variants: bool) -> dict[str, str]:
@@ -312,26 +361,19 @@ def _table_versions(fold_variants: bool) -> dict[str, str]:
     return out
 
 
-def _band_candidates(keys: np.ndarray, shingles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate pairs of one band: documents (positions) with equal band keys.
+NEIGHBOUR_CHUNK = 1 << 20
 
-    Works in place on ``keys`` (uint64 [docs], consumed): the low ceil(log2 docs) bits of each key
-    are replaced by the document's position and the array is sorted, so equal keys become
-    neighbours ordered by position, without an argsort index. Memory: the keys (8 bytes) plus
-    two bytes per document. Documents without shingles are never candidates. (Dropping the low
-    bits merges keys that differ only there: a few extra candidates in huge corpora, which
-    verification rejects.)"""
+
+def _band_pairs(keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs (u < v, corpus positions) of one band from its sorted tagged keys: the low
+    ``bits`` of each key hold the document's position, the rest its band key, so equal band keys
+    are neighbours ordered by position (no argsort index). Keys that differ only in the low bits
+    are merged: a few extra candidates in huge corpora, which verification rejects."""
     n = len(keys)
     if n < 2:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    bits = int(n - 1).bit_length()
     low = np.uint64((1 << bits) - 1)
-    for lo in range(0, n, NEIGHBOUR_CHUNK):
-        chunk = keys[lo : lo + NEIGHBOUR_CHUNK]
-        chunk &= ~low
-        chunk |= np.arange(lo, lo + len(chunk), dtype=np.uint64)
-    keys.sort()
     same = np.empty(n - 1, dtype=bool)  # keys[i] and keys[i + 1] share a band key
     for lo in range(0, n - 1, NEIGHBOUR_CHUNK):
         hi = min(lo + NEIGHBOUR_CHUNK, n - 1)
@@ -342,17 +384,186 @@ def _band_candidates(keys: np.ndarray, shingles: np.ndarray) -> tuple[np.ndarray
     del same
     picked = keys[np.flatnonzero(in_group)]
     del in_group
-    members = (picked & low).astype(np.int64)
-    group_key = picked >> np.uint64(bits)
-    keep = shingles[members] > 0
-    members, group_key = members[keep], group_key[keep]
-    if len(members) < 2:
+    if len(picked) < 2:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
+    members = (picked & low).astype(np.int64)
+    group_key = picked >> np.uint64(bits)
     starts = np.flatnonzero(np.r_[True, group_key[1:] != group_key[:-1]])
     sizes = np.diff(np.append(starts, len(members)))
-    multi = sizes > 1
-    return mh.group_pairs(members, starts[multi], sizes[multi])
+    return mh.group_pairs(members, starts, sizes)
+
+
+def _distinct_pairs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs of (u, v), sorted by (u, v)."""
+    order = np.lexsort((v, u))
+    u, v = u[order], v[order]
+    keep = np.ones(len(u), dtype=bool)
+    if len(u) > 1:
+        keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+    return u[keep], v[keep]
+
+
+def _index_task(args: tuple[str, int]) -> tuple[int, int]:
+    """Decide round 1, one task: the task's document lengths and ids for random access, and per
+    band its band keys tagged with the documents' corpus positions (low bits), sorted, as one
+    uint64 [bands, documents with shingles] file. Returns (documents with shingles, without)."""
+    import pyarrow.parquet as pq
+
+    layout = _layout(args[0])
+    t = args[1]
+    f = pq.ParquetFile(layout.spill(t, ".bands.parquet"))
+    table = f.read(columns=["id", "length", "shingles"])
+    save_atomic(layout.index(t, "length.npy"), table.column("length").to_numpy().astype(np.int32))
+    StringTable.write_arrow(layout.index(t, "ids"), table.column("id"))
+    has = table.column("shingles").to_numpy() > 0
+    del table
+    positions = (np.flatnonzero(has) + layout.offsets[t]).astype(np.uint64)
+    path = layout.index(t, "keys.npy")
+    if not len(positions):
+        save_atomic(path, np.zeros((layout.bands, 0), dtype=np.uint64))
+        return 0, len(has)
+    low = np.uint64((1 << layout.bits) - 1)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    keys = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint64, shape=(layout.bands, len(positions)))
+    for j in range(layout.bands):
+        column = f.read(columns=[f"band{j:03d}"]).column(0).to_numpy()[has]
+        column &= ~low
+        column |= positions
+        column.sort()
+        keys[j] = column
+    keys.flush()
+    del keys
+    os.replace(tmp, path)
+    return len(positions), int(len(has) - len(positions))
+
+
+def _candidates(args: tuple[str, int, int]) -> tuple[int, int]:
+    """Decide round 2, key-range partition p of count (top bits of the band keys): for every
+    band, the keys of that range from every task, sorted; groups of equal keys give candidate
+    pairs (``group_pairs``). Writes the partition's distinct pairs, routed by a hash of the pair,
+    to ``cand.<p>``; returns (candidate pairs summed over bands, distinct pairs written)."""
+    layout, p, count = _layout(args[0]), args[1], args[2]
+    shift = 64 - (count.bit_length() - 1)
+    pieces: list[list[np.ndarray]] = [[] for _ in range(layout.bands)]
+    for t in range(len(layout.task_ids)):
+        keys = np.load(layout.index(t, "keys.npy"), mmap_mode="r")
+        m = keys.shape[1]
+        if m:
+            for j in range(layout.bands):
+                row = keys[j]  # a mapped row: bisect touches ~log2(m) pages
+                start = bisect.bisect_left(row, np.uint64(p << shift)) if p else 0
+                stop = bisect.bisect_left(row, np.uint64((p + 1) << shift)) if p + 1 < count else m
+                pieces[j].append(np.array(row[start:stop]))
+        del keys
+    candidates = 0
+    u = v = np.zeros(0, dtype=np.int64)
+    for j in range(layout.bands):
+        band = np.concatenate(pieces[j]) if pieces[j] else np.zeros(0, dtype=np.uint64)
+        pieces[j] = []
+        band.sort()
+        bu, bv = _band_pairs(band, layout.bits)
+        del band
+        candidates += len(bu)
+        if len(bu):
+            u, v = _distinct_pairs(np.concatenate([u, bu]), np.concatenate([v, bv]))
+    pairs = np.empty(len(u), dtype=PAIR)
+    pairs["h"] = mh._mix64(mh._mix64(u.astype(np.uint64)) ^ v.astype(np.uint64))
+    pairs["u"], pairs["v"] = u, v
+    write_bucketed(fileset_paths(fileset(layout.lsh, "cand", count))[p], pairs)
+    return candidates, len(u)
+
+
+def _verify(args: tuple[str, int, int, int]) -> tuple[int, int, int, int]:
+    """Decide round 3, pair bucket q of count: the distinct candidate pairs of the bucket (from
+    every partition of round 2), verified (``verify``); the accepted ones are written as edges in
+    both directions to ``edge.<q>``. Returns (distinct pairs, verified, rejected, edges)."""
+    layout, q, count, partitions = _layout(args[0]), args[1], args[2], args[3]
+    pairs = read_bucket(fileset(layout.lsh, "cand", partitions), q, count, PAIR)
+    u, v = _distinct_pairs(pairs["u"], pairs["v"])
+    del pairs
+    distinct = len(u)
+    verified = rejected = 0
+    if layout.verify != "none" and len(u):
+        ok = _Spills(layout).similarity(u, v) >= layout.threshold
+        verified, rejected = len(u), int(np.count_nonzero(~ok))
+        u, v = u[ok], v[ok]
+    write_bucketed(fileset_paths(fileset(layout.lsh, "edge", count))[q], edge_records(u, v))
+    return distinct, verified, rejected, len(u)
+
+
+def _finalize(args: tuple[str, int, FileSet, int]) -> dict[str, Any]:
+    """Decide round 5, bucket b of the final edge set (a forest of stars, one per cluster): every
+    centre (the cluster's smallest position) sees all its members here. Survivor: the longest,
+    then the earliest; the others are written to ``final.<b>`` sorted by position with their
+    survivor, cluster size and similarity to the survivor. Returns counters, the cluster_size
+    histogram and the ``examples`` clusters of the bucket with the earliest survivors."""
+    layout, b, edges, count = _layout(args[0]), args[1], args[2], args[3]
+    x, y, starts = neighbourhoods(read_bucket(edges, b, count, EDGE))
+    nodes = x[starts]
+    centre = y[starts] > nodes  # y is sorted within a node: no smaller neighbour
+    of_centre = np.repeat(centre, np.diff(np.append(starts, len(x))))
+    members = np.concatenate([nodes[centre], y[of_centre]])
+    cluster = np.concatenate([nodes[centre], x[of_centre]])
+    del x, y
+    spills = _Spills(layout)
+    order = np.lexsort((members, -spills.lengths(members), cluster))
+    members, cluster = members[order], cluster[order]
+    first = np.ones(len(members), dtype=bool)
+    first[1:] = cluster[1:] != cluster[:-1]
+    heads = np.flatnonzero(first)
+    size = np.diff(np.append(heads, len(members)))
+    which = np.cumsum(first) - 1
+    decisions = np.empty(len(members) - len(heads), dtype=DECISION)
+    decisions["pos"] = members[~first]
+    decisions["survivor"] = members[heads][which[~first]]
+    decisions["size"] = size[which[~first]]
+    decisions["score"] = spills.similarity(decisions["pos"], decisions["survivor"])
+    save_atomic(
+        fileset_paths(fileset(layout.lsh, "final", count))[b],
+        decisions[np.argsort(decisions["pos"], kind="stable")],
+    )
+    hist = Histogram(CLUSTER_EDGES)
+    hist.add(size)
+    examples = []
+    for k in np.argsort(members[heads], kind="stable")[: layout.examples].tolist():
+        group = members[heads[k] : heads[k] + min(int(size[k]), 4)]
+        examples.append((int(group[0]), int(size[k]), group.tolist()))
+    return {
+        "clusters": len(heads),
+        "docs_in_clusters": len(members),
+        "cluster_size": hist.to_json(),
+        "examples": examples,
+    }
+
+
+def _write_decision(args: tuple[str, int, int]) -> None:
+    """Decide round 6, one task: its dropped documents (rows), from every ``final.<b>`` file
+    (binary search on the positions), with their survivors' ids, as ``<task>.decision.json``."""
+    layout, t, count = _layout(args[0]), args[1], args[2]
+    lo, hi = layout.offsets[t], layout.offsets[t + 1]
+    parts = [np.zeros(0, dtype=DECISION)]
+    for path in fileset_paths(fileset(layout.lsh, "final", count)):
+        records = np.load(path, mmap_mode="r") if path.stat().st_size > 128 else np.load(path)
+        if len(records):
+            pos = records["pos"]
+            start, stop = bisect.bisect_left(pos, lo), bisect.bisect_left(pos, hi)
+            if stop > start:
+                parts.append(np.array(records[start:stop]))
+        del records
+    mine = np.concatenate(parts)
+    mine = mine[np.argsort(mine["pos"], kind="stable")]
+    offsets = np.asarray(layout.offsets, dtype=np.int64)
+    paths = [layout.index(k, "ids") for k in range(len(layout.task_ids))]
+    names = lookup_ids(paths, offsets, mine["survivor"])
+    decision = {
+        "drop": (mine["pos"] - lo).tolist(),
+        "cluster": mine["survivor"].tolist(),
+        "survivor": [names[int(s)] for s in mine["survivor"]],
+        "size": mine["size"].tolist(),
+        "score": [round(float(x), 6) for x in mine["score"]],
+    }
+    write_text_atomic(layout.spill(t, ".decision.json"), json.dumps(decision, ensure_ascii=False))
 
 
 @register
@@ -399,95 +610,77 @@ class MinhashDedup(GlobalStage):
         self._spill = None
 
     def decide(self, ctx: DriverContext) -> dict:
+        import shutil
+
+        import pyarrow.parquet as pq
+
         from dataprep.progress import phase_bar
 
         p = self.params
         bands, rows = p.band_shape()
-        exact = p.verify == "exact"
-        corpus = _Corpus(ctx.work_dir, ctx.task_ids, p.num_perm, exact)
-        n = corpus.n
-        uf = mh.UnionFind(n)
-        candidates = verified = rejected = 0
-        bar = phase_bar(
-            f"minhash_dedup: LSH {bands} bands x {rows} rows over {n:,} docs", bands, "band", quiet=ctx.quiet
-        )
-        from concurrent.futures import ThreadPoolExecutor
+        counts = [pq.ParquetFile(ctx.work_dir / f"{t}.bands.parquet").metadata.num_rows for t in ctx.task_ids]
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        n = int(offsets[-1])
+        layout = _Layout(
+            str(ctx.work_dir), list(ctx.task_ids), offsets.tolist(), p.num_perm, bands, p.verify,
+            p.threshold, p.examples,
+        )  # fmt: skip
+        shutil.rmtree(layout.lsh, ignore_errors=True)  # an interrupted earlier attempt
+        layout.lsh.mkdir()
+        shared = save_job(layout.lsh / "layout.json", layout)
 
-        def band_pairs(j: int) -> tuple[np.ndarray, np.ndarray]:
-            return _band_candidates(corpus.band(j), corpus.shingles)
+        def spread(total: int, budget: int) -> int:  # calls of a round
+            return 1 << bucket_bits(total, budget, ctx.workers if total >= PARALLEL_MIN else 1)
 
-        # with more than one worker, the next band is read and sorted in a thread (numpy and
-        # pyarrow release the GIL) while this one is verified: one more band buffer in memory
-        pool = ThreadPoolExecutor(1) if ctx.workers > 1 and bands > 1 else None
-        upcoming = pool.submit(band_pairs, 0) if pool else None
-        for j in range(bands):
-            if pool is not None and upcoming is not None:
-                u, v = upcoming.result()
-                upcoming = pool.submit(band_pairs, j + 1) if j + 1 < bands else None
-            else:
-                u, v = band_pairs(j)
-            candidates += len(u)
-            if len(u):
-                apart = uf.find(u) != uf.find(v)
-                u, v = u[apart], v[apart]
-                if p.verify != "none" and len(u):
-                    ok = corpus.similarity(u, v, exact) >= p.threshold
-                    verified += len(u)
-                    rejected += int(np.count_nonzero(~ok))
-                    u, v = u[ok], v[ok]
-                uf.union(u, v)
-            uf.compress()
+        tasks = range(len(ctx.task_ids))
+        title = f"minhash_dedup: indexing the band keys of {n:,} docs (LSH {bands} bands x {rows} rows)"
+        bar = phase_bar(title, None, "round", quiet=ctx.quiet)
+
+        def step(what: str) -> None:  # one round done, the next one starts
             bar.update(1)
+            bar.set_description(f"minhash_dedup: {what}")
+
+        indexed = ctx.map(_index_task, [(shared, t) for t in tasks])
+        keyed = sum(m for m, _ in indexed)
+        partitions = spread(keyed * bands, LSH_PARTITION_KEYS)
+        step(f"candidate pairs of {keyed:,} docs x {bands} bands in {partitions} partitions")
+        found = ctx.map(_candidates, [(shared, k, partitions) for k in range(partitions)])
+        pair_buckets = spread(sum(d for _, d in found), PAIR_BUCKET)
+        step(f"verifying pairs in {pair_buckets} buckets ({p.verify})")
+        checked = ctx.map(_verify, [(shared, q, pair_buckets, partitions) for q in range(pair_buckets)])
+        remove_files(fileset(layout.lsh, "cand", partitions))
+        edges = fileset(layout.lsh, "edge", pair_buckets)
+        buckets = spread(2 * sum(c[3] for c in checked), EDGE_BUCKET)
+        final, rounds = connected_components(
+            ctx.map,
+            edges,
+            buckets,
+            layout.lsh,
+            on_round=lambda k: step(f"connected components, round {k + 1} ({buckets} buckets)"),
+        )
+        step("choosing survivors")
+        results = ctx.map(_finalize, [(shared, b, final, buckets) for b in range(buckets)])
+        step(f"writing the decisions of {len(ctx.task_ids)} tasks")
+        ctx.map(_write_decision, [(shared, t, buckets) for t in tasks])
+        bar.update(1)
         bar.close()
-        if pool is not None:
-            pool.shutdown()
-        roots = uf.roots()
-        not_root = np.flatnonzero(roots != np.arange(n, dtype=roots.dtype))
-        clustered = np.union1d(not_root, roots[not_root]).astype(np.int64)
-        del not_root
-        # survivor: longest, then earliest position
-        order = np.lexsort((clustered, -corpus.length[clustered].astype(np.int64), roots[clustered]))
-        members = clustered[order]
-        member_roots = roots[members].astype(np.int64)
-        first = np.ones(len(members), dtype=bool)
-        first[1:] = member_roots[1:] != member_roots[:-1]
-        cluster_root = member_roots[first]  # ascending
-        cluster_size = np.diff(np.append(np.flatnonzero(first), len(members)))
-        dropped = members[~first]
-        which = np.searchsorted(cluster_root, member_roots[~first])
-        survivor = members[first][which]
-        size = cluster_size[which]
-        score = corpus.similarity(dropped, survivor, exact) if len(dropped) else np.zeros(0)
-        ctx.stats.histogram("cluster_size", CLUSTER_EDGES).add(cluster_size)
+        hist = ctx.stats.histogram("cluster_size", CLUSTER_EDGES)
+        for r in results:
+            hist.merge(Histogram.from_json(r["cluster_size"]))
         for name, value in (
-            ("clusters", int(np.count_nonzero(first))),
-            ("docs_in_clusters", len(members)),
-            ("candidate_pairs", candidates),
-            ("pairs_verified", verified),
-            ("pairs_rejected", rejected),
-            ("no_shingles", int(np.count_nonzero(corpus.shingles == 0))),
+            ("clusters", sum(r["clusters"] for r in results)),
+            ("docs_in_clusters", sum(r["docs_in_clusters"] for r in results)),
+            ("candidate_pairs", sum(c for c, _ in found)),
+            ("pairs_verified", sum(c[1] for c in checked)),
+            ("pairs_rejected", sum(c[2] for c in checked)),
+            ("no_shingles", sum(k for _, k in indexed)),
+            ("component_rounds", rounds),
         ):
             ctx.stats.count(name, value)
-        names = lookup_ids(corpus.band_paths, corpus.offsets, survivor)
-        self._examples(ctx, corpus, members, member_roots, first)
-        by_position = np.argsort(dropped, kind="stable")
-        dropped, survivor, size, score = (x[by_position] for x in (dropped, survivor, size, score))
-        task_of = np.searchsorted(corpus.offsets, dropped, side="right") - 1
-        bar = phase_bar("minhash_dedup: writing decisions", len(ctx.task_ids), "task", quiet=ctx.quiet)
-        for t, task_id in enumerate(ctx.task_ids):
-            sel = task_of == t
-            decision = {
-                "drop": (dropped[sel] - corpus.offsets[t]).tolist(),
-                "cluster": survivor[sel].tolist(),
-                "survivor": [names[int(s)] for s in survivor[sel]],
-                "size": size[sel].tolist(),
-                "score": [round(float(x), 6) for x in score[sel]],
-            }
-            write_text_atomic(
-                ctx.work_dir / f"{task_id}.decision.json", json.dumps(decision, ensure_ascii=False)
-            )
-            bar.update(1)
-        bar.close()
+        examples = sorted((e for r in results for e in r["examples"]), key=lambda e: e[0])[: p.examples]
+        self._examples(ctx, offsets, examples)
+        shutil.rmtree(layout.lsh)
         return {
             "minhash_dedup": {
                 "threshold": p.threshold,
@@ -505,30 +698,24 @@ class MinhashDedup(GlobalStage):
         }
 
     def _examples(
-        self,
-        ctx: DriverContext,
-        corpus: _Corpus,
-        members: np.ndarray,
-        member_roots: np.ndarray,
-        first: np.ndarray,
+        self, ctx: DriverContext, offsets: np.ndarray, examples: list[tuple[int, int, list[int]]]
     ) -> None:
-        """The first ``examples`` clusters in corpus order of their survivor, up to 4 members each."""
-        survivors = members[first]
-        picked = np.sort(survivors)[: self.params.examples]
-        starts = np.flatnonzero(first)
-        ends = np.append(starts[1:], len(members))
-        index_of = {int(s): (int(a), int(b)) for s, a, b in zip(survivors, starts, ends, strict=True)}
-        groups = [members[index_of[int(s)][0] : index_of[int(s)][1]][:4] for s in picked]
-        if not groups:
-            return
-        previews = corpus.previews(np.concatenate(groups))
-        for s, group in zip(picked, groups, strict=True):
-            size = index_of[int(s)][1] - index_of[int(s)][0]
+        """Report examples: clusters as (survivor, size, up to 4 members, survivor first)."""
+        wanted = np.unique(np.asarray([m for _, _, group in examples for m in group], dtype=np.int64))
+        previews: dict[int, tuple[str, str]] = {}
+        task = np.searchsorted(offsets, wanted, side="right") - 1
+        for t in np.unique(task):
+            sel = wanted[task == t]
+            path = ctx.work_dir / f"{ctx.task_ids[int(t)]}.bands.parquet"
+            got = read_rows(path, ["id", "preview"], sel - offsets[t])
+            for pos, doc_id, text in zip(sel.tolist(), got["id"], got["preview"], strict=True):
+                previews[pos] = (doc_id, text)
+        for survivor, size, group in examples:
             items = []
-            for k, pos in enumerate(group.tolist()):
+            for k, pos in enumerate(group):
                 doc_id, text = previews[pos]
                 items.append({"label": f"{'kept' if k == 0 else 'dropped'}: {doc_id}", "text": text})
-            ctx.stats.add_example(f"cluster {int(s)} ({size} documents)", items)
+            ctx.stats.add_example(f"cluster {survivor} ({size} documents)", items)
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         if self._decision is None:

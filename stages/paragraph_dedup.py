@@ -9,8 +9,9 @@ document counts once for that document; in the documents it is removed from, eve
 goes. A document left without text is dropped as ``duplicate_paragraphs``.
 
 compute: spill (xxh3-128 of the paragraph, row) entries per task (see ``_keyspill``).
-decide:  group equal paragraphs over the corpus in key-range partitions (bounded memory) and write,
-         per task, the (paragraph, row) entries to remove.
+decide:  group equal paragraphs over the corpus in key-range partitions (bounded memory), spread
+         over the run's workers (``DriverContext.map``; see ``_keyspill``), then write, per task
+         (one call each), the (paragraph, row) entries to remove.
 apply:   rebuild each affected document without its marked paragraphs.
 stats:   counters ``paragraphs`` (distinct per document, long enough), ``repeated_paragraphs``,
          ``boilerplate_paragraphs`` (distinct texts over max_docs), ``paragraphs_removed``,
@@ -19,16 +20,28 @@ stats:   counters ``paragraphs`` (distinct per document, long enough), ``repeate
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
-from stages._keyspill import EntryResults, KeySpill, digests_to_keys, partitions
+from dataprep.stats import Histogram
+from stages._keyspill import (
+    KeySpill,
+    digests_to_keys,
+    load_entries,
+    load_job,
+    partition_count,
+    read_partition,
+    save_atomic,
+    save_job,
+    save_partition_values,
+    task_values,
+)
 
 DOCS_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096, 16384]
 BLANK_LINES = re.compile(r"(\n[ \t\u3000]*\n\s*)")
@@ -57,6 +70,58 @@ class ParagraphDedupParams:
 
 def _key_text(paragraph: str) -> str:
     return " ".join(paragraph.split())
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What the decide calls of one run share (sent to workers; paths, no data)."""
+
+    work_dir: str
+    task_ids: list[str]
+    partitions: int
+    max_docs: int
+
+    def key_paths(self) -> list[Path]:
+        return [Path(self.work_dir) / f"{t}.keys.npy" for t in self.task_ids]
+
+    def partition_file(self, p: int) -> Path:
+        return Path(self.work_dir) / f"part{p:04d}.remove.npy"
+
+
+def _mark_partition(args: tuple[str, int]) -> tuple[dict[str, int], dict[str, Any]]:
+    """Decide round 1, one key-range partition: marks the (paragraph, document) entries to remove
+    (all but the first of a paragraph found in more than max_docs documents); returns counters
+    and the docs_per_paragraph histogram of repeated paragraphs."""
+    job_path, p = args
+    job = load_job(job_path, _Job)
+    part = read_partition(job.key_paths(), p, job.partitions)
+    order, starts = part.group_order()
+    values = np.zeros(len(order), dtype=np.uint8)
+    hist = Histogram(DOCS_EDGES)
+    counts = {"repeated": 0, "boilerplate": 0, "removed": 0}
+    if len(order):
+        first = np.flatnonzero(starts)
+        size = np.diff(np.append(first, len(order)))
+        group = np.cumsum(starts) - 1
+        remove_sorted = (size[group] > job.max_docs) & ~starts
+        values[order] = remove_sorted
+        hist.add(size[size > 1])
+        counts = {
+            "repeated": int(np.count_nonzero(size > 1)),
+            "boilerplate": int(np.count_nonzero(size > job.max_docs)),
+            "removed": int(np.count_nonzero(remove_sorted)),
+        }
+    save_partition_values(job.partition_file(p), part, values)
+    return counts, hist.to_json()
+
+
+def _write_task_decision(args: tuple[str, int]) -> None:
+    """Decide round 2, one task: the (paragraph, row) entries to remove, ``<task>.decision.npy``."""
+    job_path, t = args
+    job = load_job(job_path, _Job)
+    marks = task_values([job.partition_file(p) for p in range(job.partitions)], t).astype(bool)
+    entries = np.load(job.key_paths()[t])
+    save_atomic(Path(job.work_dir) / f"{job.task_ids[t]}.decision.npy", entries[marks])
 
 
 @register
@@ -118,43 +183,34 @@ class ParagraphDedup(GlobalStage):
         from dataprep.progress import phase_bar
 
         key_paths = [ctx.work_dir / f"{t}.keys.npy" for t in ctx.task_ids]
-        counts = [len(np.load(p, mmap_mode="r")) for p in key_paths]
-        marks = EntryResults([ctx.work_dir / f"{t}.remove.npy" for t in ctx.task_ids], counts, "u1", fill=0)
+        total = sum(len(load_entries(p)) for p in key_paths)
+        count = partition_count(total, workers=ctx.workers)
+        job = _Job(str(ctx.work_dir), list(ctx.task_ids), count, self.params.max_docs)
+        shared = save_job(ctx.work_dir / "decide-job.json", job)
+        bar = phase_bar("paragraph_dedup: decide", 2, "round", quiet=ctx.quiet)
+        bar.set_description(f"paragraph_dedup: grouping {total:,} paragraphs in {count} partitions")
+        results = ctx.map(_mark_partition, [(shared, p) for p in range(count)])
+        bar.update(1)
+        bar.set_description(f"paragraph_dedup: writing the decisions of {len(ctx.task_ids)} tasks")
+        ctx.map(_write_task_decision, [(shared, t) for t in range(len(ctx.task_ids))])
+        bar.update(1)
+        bar.close()
         hist = ctx.stats.histogram("docs_per_paragraph", DOCS_EDGES)
         repeated = boilerplate = removed = 0
-        bar = phase_bar(
-            "paragraph_dedup: grouping paragraphs", sum(counts), "par", unit_scale=True, quiet=ctx.quiet
-        )
-        for part in partitions(key_paths):
-            bar.update(len(part.hi))
-            order, starts = part.group_order()
-            if not len(order):
-                continue
-            first = np.flatnonzero(starts)
-            size = np.diff(np.append(first, len(order)))
-            group = np.cumsum(starts) - 1
-            remove_sorted = (size[group] > self.params.max_docs) & ~starts
-            values = np.zeros(len(order), dtype=np.uint8)
-            values[order] = remove_sorted
-            marks.write(part, values)
-            hist.add(size[size > 1])
-            repeated += int(np.count_nonzero(size > 1))
-            boilerplate += int(np.count_nonzero(size > self.params.max_docs))
-            removed += int(np.count_nonzero(remove_sorted))
-        bar.close()
-        marks.close()
-        for t in ctx.task_ids:  # per task: the entries to remove, all apply needs
-            entries = np.load(ctx.work_dir / f"{t}.keys.npy")
-            mask = np.load(ctx.work_dir / f"{t}.remove.npy").astype(bool)
-            path = ctx.work_dir / f"{t}.decision.npy"
-            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-            with open(tmp, "wb") as f:
-                np.save(f, entries[mask])
-            os.replace(tmp, path)
-        ctx.stats.count("paragraphs", sum(counts))
+        for counts, sizes in results:
+            hist.merge(Histogram.from_json(sizes))
+            repeated += counts["repeated"]
+            boilerplate += counts["boilerplate"]
+            removed += counts["removed"]
+        for p in range(count):
+            path = job.partition_file(p)
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".slices.npy").unlink(missing_ok=True)
+        ctx.stats.count("paragraphs", total)
         ctx.stats.count("repeated_paragraphs", repeated)
         ctx.stats.count("boilerplate_paragraphs", boilerplate)
         ctx.stats.count("occurrences_to_remove", removed)
+        Path(shared).unlink()
         return {}
 
     def _load_removals(self, ctx: StageContext) -> dict[int, set[tuple[int, int]]]:

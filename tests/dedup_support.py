@@ -32,9 +32,11 @@ def write_inputs(root: Path, files: dict[str, list[dict[str, Any]]]) -> Path:
     return inp
 
 
-def run(inp: Path, out: Path, stages: list[Any], workers: int = 1, seed: int = 0) -> dict[str, Any]:
+def run(
+    inp: Path, out: Path, stages: list[Any], workers: int = 1, seed: int = 0, **kw: Any
+) -> dict[str, Any]:
     recipe = parse_recipe({"name": "t", "seed": seed, "stages": stages}, "test")
-    return prepare([str(inp)], out, recipe, workers=workers, quiet=True)
+    return prepare([str(inp)], out, recipe, workers=workers, quiet=True, **kw)
 
 
 def kept(out: Path) -> list[tuple[str, str]]:

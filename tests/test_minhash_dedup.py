@@ -93,10 +93,12 @@ def test_other_verification_modes_find_the_same_clear_duplicates(tmp_path: Path,
     assert {r["id"] for r in rejected(tmp_path / "out", "minhash_dedup")} == {"poem-simplified", "note"}
 
 
-def test_spilled_signatures_are_removed_once_applied(result: tuple[Path, dict]) -> None:
-    out, _ = result
-    work = next((out / "work" / "stages").glob("*minhash_dedup"))
-    assert not [p for p in work.iterdir() if p.suffix in (".u32", ".i64", ".parquet")]
+def test_spills_and_decide_files_are_removed_once_applied(tmp_path: Path) -> None:
+    inp = write_inputs(tmp_path, corpus())
+    run(inp, tmp_path / "out", [{"minhash_dedup": {}}], keep_work=True)
+    work = next((tmp_path / "out" / "work" / "stages").glob("*minhash_dedup"))
+    left = sorted(p.name for p in work.iterdir())
+    assert left and all(name.endswith(".decision.json") for name in left)
 
 
 def test_verification_rejects_candidates_below_the_threshold(tmp_path: Path) -> None:

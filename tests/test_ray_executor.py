@@ -1,4 +1,5 @@
-"""The Ray executor runs the same tasks as the local one: identical bytes, retries on worker death."""
+"""The Ray executor runs the same tasks, and the same distributed dedup decide, as the local one:
+identical bytes for 1 and 2 local workers and Ray, retries on worker death."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, output_bytes, recipe_with, run, write_recipe
+from conftest import SAMPLE, output_bytes, read_stats, recipe_with, run, stage_stats, write_recipe
 
 ray = pytest.importorskip("ray")
 
-RECIPE = recipe_with(split_bytes=1 << 16)
+RECIPE = recipe_with(split_bytes=1 << 16)  # 57 tasks
+RECIPE["stages"][2:2] = [{"paragraph_dedup": {}}, {"minhash_dedup": {}}]  # after exact_dedup
 
 
 def _ray_task_pids() -> list[int]:
@@ -27,6 +29,13 @@ def _ray_task_pids() -> list[int]:
 def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: Path) -> None:
     local = tmp_path / "local"
     run([SAMPLE], local, RECIPE, workers=2)
+    stats = read_stats(local)  # every dedup stage has work to do on the sample corpus
+    assert stage_stats(stats, "exact_dedup")["drops"]["duplicate"] > 0
+    assert stage_stats(stats, "paragraph_dedup")["counters"]["paragraphs_removed"] > 0
+    assert stage_stats(stats, "minhash_dedup")["drops"]["near_duplicate"] > 0
+    one = tmp_path / "one"
+    run([SAMPLE], one, RECIPE, workers=1)
+    assert output_bytes(one) == output_bytes(local)
     out = tmp_path / "ray"
     recipe = write_recipe(tmp_path / "r.yaml", RECIPE)
     cmd = [

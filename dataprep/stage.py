@@ -96,6 +96,16 @@ class DriverContext:
             return [fn(x) for x in items]
         return self.parallel_map(fn, items)
 
+    @staticmethod
+    def run_isolated(fn: Callable[[Any], Any], arg: Any) -> Any:
+        """fn(arg) in a fresh process that exits afterwards, so the memory it used goes back to the
+        system (e.g. tokenizer training); fn must be a module-level function."""
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+            return pool.submit(fn, arg).result()
+
 
 class Stage:
     """Base of all stages. Subclasses set ``name``, ``kind``, ``Params`` and a one-line docstring."""

@@ -48,7 +48,7 @@ class TokenizeParams:
         "bytebpe", help="when training: byte-level BPE (tokenizers) or SentencePiece bpe / unigram"
     )
     vocab_size: int = param(8192, help="vocabulary size when training")
-    train_sample_bytes: int = param(64 << 20, help="UTF-8 bytes of text sampled for training")
+    train_sample_bytes: int = param(16 << 20, help="UTF-8 bytes of text sampled for training")
     eos_token: str = param("", help="EOS token of a given tokenizer (found automatically when empty)")
     pad_token: str = param("", help="padding token (found automatically; EOS is used when there is none)")
     model_vocab_size: int = param(
@@ -80,6 +80,28 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[st
     artifact = {**info, "local_path": str(local), "examples_dir": str(ctx.work_dir)}
     ctx.publish("tokenizer", artifact)
     return info
+
+
+def _train_from_samples(job: dict[str, Any]) -> tuple[str, int, int]:
+    """Merge the tasks' samples, train, save: (tokenizer path, sample documents, sample bytes)."""
+    from dataprep.formats.train_tokenizer import TextSample, train_tokenizer, write_training_info
+
+    sample = TextSample(job["budget"])
+    for path in job["samples"]:
+        sample.merge(json.loads(Path(path).read_text()))
+    texts = sample.texts()
+    if not texts:
+        return "", 0, 0
+    out = Path(job["out"])
+    path = train_tokenizer(texts, out, job["kind"], job["vocab_size"])
+    info = {
+        "kind": job["kind"],
+        "vocab_size": job["vocab_size"],
+        "sample_docs": len(texts),
+        "sample_bytes": sample.nbytes,
+    }
+    write_training_info(out, info)
+    return str(path), len(texts), sample.nbytes
 
 
 @register
@@ -140,22 +162,22 @@ class Tokenize(GlobalStage):
         self._sample = None
 
     def decide(self, ctx: DriverContext) -> dict[str, Any]:
-        from dataprep.formats.train_tokenizer import TextSample, train_tokenizer, write_training_info
 
-        sample = TextSample(self.params.train_sample_bytes)
-        for t in ctx.task_ids:
-            sample.merge(json.loads((ctx.work_dir / f"{t}.sample.json").read_text()))
-        texts = sample.texts()
-        if not texts:
+        job = {
+            "samples": [str(ctx.work_dir / f"{t}.sample.json") for t in ctx.task_ids],
+            "budget": self.params.train_sample_bytes,
+            "out": str(ctx.output_dir / TOKENIZER_DIR),
+            "kind": self.params.kind,
+            "vocab_size": self.params.vocab_size,
+        }
+        # training holds the sample several times over (GBs for a large sample): a process of its
+        # own gives that memory back before packing starts
+        path, docs, nbytes = ctx.run_isolated(_train_from_samples, job)
+        if not docs:
             raise RecipeError("tokenize: no documents left to train a tokenizer on")
-        out = ctx.output_dir / TOKENIZER_DIR
-        path = train_tokenizer(texts, out, self.params.kind, self.params.vocab_size)
-        info = {"kind": self.params.kind, "vocab_size": self.params.vocab_size, "sample_docs": len(texts)}
-        info["sample_bytes"] = sample.nbytes
-        write_training_info(out, info)
-        ctx.stats.count("train_sample_docs", len(texts))
-        ctx.stats.count("train_sample_bytes", sample.nbytes)
-        _publish(ctx, self.params, path)
+        ctx.stats.count("train_sample_docs", docs)
+        ctx.stats.count("train_sample_bytes", nbytes)
+        _publish(ctx, self.params, Path(path))
         return {}
 
     # -- encoding

@@ -15,7 +15,6 @@ stats:   counter ``unique_texts``, histogram ``cluster_size`` (copies per duplic
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from dataprep.document import Document, Drop
-from dataprep.io import write_text_atomic
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
+from stages._decisions import DecisionReplay, write_decision
 from stages._keyspill import (
     IdSpill,
     KeySpill,
@@ -116,13 +115,13 @@ def _write_task_decision(args: tuple[str, int]) -> None:
     dup = dup[np.argsort(rows[dup], kind="stable")]
     offsets = np.asarray(job.offsets, dtype=np.int64)
     names = lookup_ids([work / f"{x}.ids" for x in job.task_ids], offsets, surv[dup])
-    decision = {
-        "drop": rows[dup].astype(np.int64).tolist(),
-        "cluster": surv[dup].tolist(),
-        "survivor": [names[int(s)] for s in surv[dup]],
-        "size": size[dup].tolist(),
-    }
-    write_text_atomic(work / f"{job.task_ids[t]}.decision.json", json.dumps(decision, ensure_ascii=False))
+    write_decision(
+        work / f"{job.task_ids[t]}.decision.json",
+        rows[dup].astype(np.int64).tolist(),
+        surv[dup].tolist(),
+        [names[int(s)] for s in surv[dup]],
+        size[dup].tolist(),
+    )
 
 
 @register
@@ -137,12 +136,11 @@ class ExactDedup(GlobalStage):
         self._spill: KeySpill | None = None
         self._ids: IdSpill | None = None
         self._rows = 0
-        self._decision: dict[str, Any] | None = None
+        self._replay: DecisionReplay | None = None
 
     def begin_task(self, ctx: StageContext) -> None:
         self._spill, self._ids, self._rows = KeySpill(), IdSpill(), 0
-        self._decision = None
-        self._position = self._next = 0
+        self._replay = None
 
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
         import xxhash
@@ -189,34 +187,25 @@ class ExactDedup(GlobalStage):
         return {}
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
-        if self._decision is None:
-            self._decision = json.loads((ctx.work_dir / f"{ctx.task_id}.decision.json").read_text())
-            self._position = self._next = 0
+        if self._replay is None:
+            self._replay = DecisionReplay(ctx.work_dir / f"{ctx.task_id}.decision.json")
             (ctx.work_dir / f"{ctx.task_id}.keys.npy").unlink(missing_ok=True)  # no longer needed
             StringTable.remove(ctx.work_dir / f"{ctx.task_id}.ids")
-        d = self._decision
-        drops = d["drop"]
         out: list[StageResult] = []
         for doc in batch:
-            k = self._next
-            if k < len(drops) and drops[k] == self._position:
-                extra = {
-                    "cluster": d["cluster"][k],
-                    "survivor": d["survivor"][k],
-                    "cluster_size": d["size"][k],
-                }
-                out.append(Drop(doc, "duplicate", detail=f"duplicate of {d['survivor'][k]}", extra=extra))
-                if len(ctx.stats.examples) < self.params.examples:
-                    text = doc.text[:EXAMPLE_CHARS]
-                    ctx.stats.add_example(
-                        f"{d['size'][k]} copies of one text",
-                        [
-                            {"label": f"kept: {d['survivor'][k]}", "text": text},
-                            {"label": f"dropped: {doc.id}", "text": text},
-                        ],
-                    )
-                self._next += 1
-            else:
+            d = self._replay.next()
+            if d is None:
                 out.append(doc)
-            self._position += 1
+                continue
+            extra = {"cluster": d["cluster"], "survivor": d["survivor"], "cluster_size": d["size"]}
+            out.append(Drop(doc, "duplicate", detail=f"duplicate of {d['survivor']}", extra=extra))
+            if len(ctx.stats.examples) < self.params.examples:
+                text = doc.text[:EXAMPLE_CHARS]
+                ctx.stats.add_example(
+                    f"{d['size']} copies of one text",
+                    [
+                        {"label": f"kept: {d['survivor']}", "text": text},
+                        {"label": f"dropped: {doc.id}", "text": text},
+                    ],
+                )
         return out

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +53,6 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep.document import Document, Drop
-from dataprep.io import write_text_atomic
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
 from stages import _minhash as mh
@@ -71,6 +69,7 @@ from stages._components import (
     remove_files,
     write_bucketed,
 )
+from stages._decisions import DecisionReplay, write_decision
 from stages._keyspill import ROW_GROUP, StringTable, load_job, lookup_ids, read_rows, save_atomic, save_job
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
@@ -556,14 +555,14 @@ def _write_decision(args: tuple[str, int, int]) -> None:
     offsets = np.asarray(layout.offsets, dtype=np.int64)
     paths = [layout.index(k, "ids") for k in range(len(layout.task_ids))]
     names = lookup_ids(paths, offsets, mine["survivor"])
-    decision = {
-        "drop": (mine["pos"] - lo).tolist(),
-        "cluster": mine["survivor"].tolist(),
-        "survivor": [names[int(s)] for s in mine["survivor"]],
-        "size": mine["size"].tolist(),
-        "score": [round(float(x), 6) for x in mine["score"]],
-    }
-    write_text_atomic(layout.spill(t, ".decision.json"), json.dumps(decision, ensure_ascii=False))
+    write_decision(
+        layout.spill(t, ".decision.json"),
+        (mine["pos"] - lo).tolist(),
+        mine["survivor"].tolist(),
+        [names[int(s)] for s in mine["survivor"]],
+        mine["size"].tolist(),
+        mine["score"].tolist(),
+    )
 
 
 @register
@@ -578,15 +577,14 @@ class MinhashDedup(GlobalStage):
         self._spill: _TaskSpill | None = None
         self._hasher: mh.MinHasher | None = None
         self._hasher_seed: int | None = None
-        self._decision: dict[str, Any] | None = None
+        self._replay: DecisionReplay | None = None
 
     def setup(self, ctx: DriverContext) -> None:
         self.params.band_shape()
 
     def begin_task(self, ctx: StageContext) -> None:
         self._spill = None
-        self._decision = None
-        self._position = self._next = 0
+        self._replay = None
 
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
         p = self.params
@@ -718,30 +716,25 @@ class MinhashDedup(GlobalStage):
             ctx.stats.add_example(f"cluster {survivor} ({size} documents)", items)
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
-        if self._decision is None:
-            self._decision = json.loads((ctx.work_dir / f"{ctx.task_id}.decision.json").read_text())
-            self._position = self._next = 0
+        if self._replay is None:
+            self._replay = DecisionReplay(ctx.work_dir / f"{ctx.task_id}.decision.json")
             for suffix in SPILL_SUFFIXES:  # decided: the spills are no longer needed
                 (ctx.work_dir / f"{ctx.task_id}{suffix}").unlink(missing_ok=True)
-        d = self._decision
-        drops = d["drop"]
         out: list[StageResult] = []
         for doc in batch:
-            k = self._next
-            if k < len(drops) and drops[k] == self._position:
-                extra = {
-                    "cluster": d["cluster"][k],
-                    "survivor": d["survivor"][k],
-                    "cluster_size": d["size"][k],
-                    "similarity": d["score"][k],
-                }
-                detail = (
-                    f"near duplicate of {d['survivor'][k]} (similarity {d['score'][k]:.3f}, "
-                    f"cluster {d['cluster'][k]} of {d['size'][k]} documents)"
-                )
-                out.append(Drop(doc, "near_duplicate", score=d["score"][k], detail=detail, extra=extra))
-                self._next += 1
-            else:
+            d = self._replay.next()
+            if d is None:
                 out.append(doc)
-            self._position += 1
+                continue
+            extra = {
+                "cluster": d["cluster"],
+                "survivor": d["survivor"],
+                "cluster_size": d["size"],
+                "similarity": d["score"],
+            }
+            detail = (
+                f"near duplicate of {d['survivor']} (similarity {d['score']:.3f}, "
+                f"cluster {d['cluster']} of {d['size']} documents)"
+            )
+            out.append(Drop(doc, "near_duplicate", score=d["score"], detail=detail, extra=extra))
         return out

@@ -11,6 +11,19 @@ from dataprep.stage import StageContext, build_params, get
 from dataprep.stats import StageStats
 
 DATA = Path(__file__).parent / "data"
+# the cleaning stages of the default recipe, in order
+CLEANING = [
+    "html_to_text",
+    "normalize",
+    "hostile_content",
+    "boilerplate",
+    "filter_length",
+    "filter_script",
+    "filter_garbled",
+    "filter_punctuation",
+    "filter_repetition",
+    "pii",
+]
 
 
 def real_lines(kind: str) -> list[str]:

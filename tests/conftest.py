@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,31 @@ def output_bytes(out: Path) -> dict[str, bytes]:
         if p.is_file() and not rel.startswith("work/") and rel != "timings.json":
             files[rel] = p.read_bytes()
     return files
+
+
+def prepare_cmd(inputs: Path, out: Path, recipe: Path, *extra: str) -> list[str]:
+    """The `dataprep prepare` command line run as a separate process (for kill and resume tests)."""
+    return [
+        sys.executable,
+        "-m",
+        "dataprep.cli",
+        "prepare",
+        str(inputs),
+        "--out",
+        str(out),
+        "--recipe",
+        str(recipe),
+        "--quiet",
+        *extra,
+    ]
+
+
+def assert_same_outputs(out: Path, expected: Path) -> None:
+    """Every deterministic output file of ``out`` equals ``expected``'s, byte for byte."""
+    ours, theirs = output_bytes(out), output_bytes(expected)
+    assert sorted(ours) == sorted(theirs)
+    for name in theirs:
+        assert ours[name] == theirs[name], name
 
 
 @pytest.fixture

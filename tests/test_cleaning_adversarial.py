@@ -9,22 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 try:  # tests/ may or may not be a package
-    from ._cleaning_helpers import run_stage
+    from ._cleaning_helpers import CLEANING, run_stage
 except ImportError:
-    from _cleaning_helpers import run_stage  # type: ignore[no-redef]
+    from _cleaning_helpers import CLEANING, run_stage  # type: ignore[no-redef]
 
-CLEANING = [
-    "html_to_text",
-    "normalize",
-    "hostile_content",
-    "boilerplate",
-    "filter_length",
-    "filter_script",
-    "filter_garbled",
-    "filter_punctuation",
-    "filter_repetition",
-    "pii",
-]
 N = 60_000
 ADVERSARIAL = {
     "fullwidth_and_ascii_commas": "，," * N,

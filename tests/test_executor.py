@@ -6,14 +6,22 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import SAMPLE, output_bytes, read_stats, recipe_with, run, write_recipe
+from conftest import (
+    SAMPLE,
+    assert_same_outputs,
+    output_bytes,
+    prepare_cmd,
+    read_stats,
+    recipe_with,
+    run,
+    write_recipe,
+)
 from dataprep.stats import AccountingError, StageStats, check_accounting
 
 # many small tasks so that 2 workers really interleave and a kill lands mid-pass
@@ -50,11 +58,9 @@ def test_check_accounting_catches_a_lost_document() -> None:
 def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
     run([SAMPLE], tmp_path / "w1", SPLIT_RECIPE, workers=1)
     run([SAMPLE], tmp_path / "w2", SPLIT_RECIPE, workers=2)
-    one, two = output_bytes(tmp_path / "w1"), output_bytes(tmp_path / "w2")
-    assert sorted(one) == sorted(two)
+    assert_same_outputs(tmp_path / "w2", tmp_path / "w1")
+    one = output_bytes(tmp_path / "w1")
     assert any(k.startswith("shards/") for k in one) and "rejected/exact_dedup.jsonl.zst" in one
-    for name in one:
-        assert one[name] == two[name], name
 
 
 def test_finished_run_leaves_no_intermediates_and_a_rerun_changes_nothing(tmp_path: Path) -> None:
@@ -104,20 +110,7 @@ def test_sigkill_then_rerun_gives_identical_bytes(tmp_path: Path, kill_when: str
     clean = tmp_path / "clean"
     run([SAMPLE], clean, SPLIT_RECIPE, workers=2)
     out = tmp_path / "killed"
-    cmd = [
-        sys.executable,
-        "-m",
-        "dataprep.cli",
-        "prepare",
-        str(SAMPLE),
-        "--out",
-        str(out),
-        "--recipe",
-        str(recipe),
-        "--workers",
-        "2",
-        "--quiet",
-    ]
+    cmd = prepare_cmd(SAMPLE, out, recipe, "--workers", "2")
     proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
     condition = {
         "mid_pass1": lambda: _markers(out, 0) >= 3,
@@ -134,10 +127,7 @@ def test_sigkill_then_rerun_gives_identical_bytes(tmp_path: Path, kill_when: str
     assert not (out / "manifest.json").exists()  # final outputs appear only when complete
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    resumed, expected = output_bytes(out), output_bytes(clean)
-    assert sorted(resumed) == sorted(expected)
-    for name in expected:
-        assert resumed[name] == expected[name], name
+    assert_same_outputs(out, clean)
 
 
 def test_shards_decode_back_to_the_kept_documents(tmp_path: Path) -> None:

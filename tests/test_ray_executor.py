@@ -6,14 +6,23 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, output_bytes, read_stats, recipe_with, run, stage_stats, write_recipe
+from conftest import (
+    SAMPLE,
+    assert_same_outputs,
+    output_bytes,
+    prepare_cmd,
+    read_stats,
+    recipe_with,
+    run,
+    stage_stats,
+    write_recipe,
+)
 
 ray = pytest.importorskip("ray")
 
@@ -38,22 +47,7 @@ def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: P
     assert output_bytes(one) == output_bytes(local)
     out = tmp_path / "ray"
     recipe = write_recipe(tmp_path / "r.yaml", RECIPE)
-    cmd = [
-        sys.executable,
-        "-m",
-        "dataprep.cli",
-        "prepare",
-        str(SAMPLE),
-        "--out",
-        str(out),
-        "--recipe",
-        str(recipe),
-        "--workers",
-        "2",
-        "--executor",
-        "ray",
-        "--quiet",
-    ]
+    cmd = prepare_cmd(SAMPLE, out, recipe, "--workers", "2", "--executor", "ray")
     killed: list[int] = []
     stop = threading.Event()
 
@@ -78,7 +72,4 @@ def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: P
         thread.join()
     assert r.returncode == 0, r.stderr[-3000:]
     assert killed, "no Ray task was running long enough to be killed"
-    ours, theirs = output_bytes(out), output_bytes(local)
-    assert sorted(ours) == sorted(theirs)
-    for name in theirs:
-        assert ours[name] == theirs[name], name
+    assert_same_outputs(out, local)

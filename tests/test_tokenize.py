@@ -11,7 +11,7 @@ from test_shards_support import corpus_texts, run_prepare, small_tokenizer, writ
 
 from dataprep.cli import main
 from dataprep.formats.tokenizer import TokenizerError, describe, load_tokenizer
-from dataprep.formats.train_tokenizer import TextSample
+from dataprep.formats.train_tokenizer import TextSample, split_heldout, text_hash
 from dataprep.stage import RecipeError
 
 
@@ -117,6 +117,38 @@ def test_train_then_use_in_one_prepare(tmp_path, texts):
     assert (tok["eos_id"], tok["pad_id"]) == (2, 0)
     assert manifest["shards"]["splits"]["train"]["documents"] == len(texts)
     assert main(["verify", str(tmp_path / "out"), "--quiet"]) == 0
+
+
+def test_training_holds_out_text_and_measures_tokens_per_char(tmp_path, texts):
+    """The documents after the training sample (by text hash) are never trained on; the trained
+    tokenizer's tokens per character on them are in stats.json and training.json."""
+    corpus = write_corpus(tmp_path / "c", texts)
+    sample_bytes = sum(len(t.encode()) for t in texts) // 2
+    stages = [
+        {"tokenize": {"tokenizer": "train", "vocab_size": 400, "train_sample_bytes": sample_bytes}},
+        {"pack": {"seq_length": 32, "shuffle": False, "writers": ["bin"]}},
+    ]
+    run_prepare(corpus, tmp_path / "out", stages)
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    counters = next(s for s in stats["stages"] if s["label"] == "tokenize")["counters"]
+    info = json.loads((tmp_path / "out" / "tokenizer" / "training.json").read_text())
+    ordered = sorted(texts, key=text_hash)
+    trained, heldout = ordered[: info["sample_docs"]], ordered[info["sample_docs"] :]
+    assert sum(len(t.encode()) for t in trained[:-1]) < sample_bytes <= info["sample_bytes"]
+    heldout = heldout[: counters["heldout_docs"]]
+    assert counters["heldout_docs"] > 0 and counters["heldout_chars"] == sum(len(t) for t in heldout)
+    tok = load_tokenizer(tmp_path / "out" / "tokenizer")
+    assert counters["heldout_tokens"] == sum(len(ids) for ids in tok.encode_batch(heldout))
+    assert info["tokens_per_char"] == round(counters["heldout_tokens"] / counters["heldout_chars"], 4)
+    assert 0.2 < info["tokens_per_char"] < 3
+
+
+def test_split_heldout_trains_on_the_smallest_hashes_first():
+    items = [(1, "aa"), (2, "bbb"), (3, "c"), (4, "dd")]
+    assert split_heldout(items, 4) == (["aa", "bbb"], ["c", "dd"])
+    assert split_heldout(items, 1) == (["aa"], ["bbb", "c", "dd"])
+    assert split_heldout(items, 100) == (["aa", "bbb", "c", "dd"], [])
+    assert split_heldout([], 10) == ([], [])
 
 
 def test_paragraph_cuts_let_packing_split_long_documents_at_lines(tmp_path, texts):

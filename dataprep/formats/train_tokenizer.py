@@ -74,6 +74,38 @@ class TextSample:
         return [t for _, t in self.items()]
 
 
+def split_heldout(items: list[tuple[int, str]], train_bytes: int) -> tuple[list[str], list[str]]:
+    """(training texts, held-out texts) from hash-ordered ``items``: the first texts up to
+    ``train_bytes`` UTF-8 bytes (at least one) train, the rest are held out (never trained on)."""
+    train: list[str] = []
+    size = 0
+    for i, (_, text) in enumerate(items):
+        if train and size >= train_bytes:
+            return train, [t for _, t in items[i:]]
+        train.append(text)
+        size += len(text.encode("utf-8"))
+    return train, []
+
+
+def heldout_quality(tokenizer_path: str | Path, texts: list[str]) -> dict[str, Any]:
+    """Tokens per character and UTF-8 bytes per token of a tokenizer on held-out ``texts``
+    (ints for stats counters, floats rounded for training.json)."""
+    from dataprep.formats.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_path)
+    tokens = sum(len(ids) for ids in tok.encode_batch(texts)) if texts else 0
+    chars = sum(len(t) for t in texts)
+    nbytes = sum(len(t.encode("utf-8")) for t in texts)
+    return {
+        "heldout_docs": len(texts),
+        "heldout_chars": chars,
+        "heldout_bytes": nbytes,
+        "heldout_tokens": tokens,
+        "tokens_per_char": round(tokens / chars, 4) if chars else None,
+        "bytes_per_token": round(nbytes / tokens, 4) if tokens else None,
+    }
+
+
 def _spm_sentences(texts: list[str]) -> Iterator[str]:
     for text in texts:
         for line in text.split("\n"):

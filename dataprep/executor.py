@@ -23,6 +23,7 @@ import shutil
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from dataprep.stage import (
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats, check_accounting
 
 READ_LABEL = "read"
+IO_CPU = "(read, parse, write documents)"  # a task's CPU seconds outside its stages
 COMPLETE = "complete.json"  # in OUT/work once the outputs are in place
 OUTPUT_ENTRIES = (
     "manifest.json",
@@ -257,6 +259,15 @@ def run_task(
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
     writer = None if terminal else DocWriter(run.docs(pass_index, task_id))
     last_position = 0
+    cpu: Counter[str] = Counter()  # CPU seconds per stage label in this task
+    task_cpu = time.process_time()
+
+    def timed(label: str, fn: Callable[..., Any], *args: Any) -> Any:
+        t = time.process_time()
+        result = fn(*args)
+        cpu[label] += time.process_time() - t
+        return result
+
     for batch in source:
         if pass_index == 0:
             read_lengths.add([len(d.text) for d in batch])
@@ -268,12 +279,13 @@ def run_task(
                 labels[p.apply],
                 stats[p.apply],
                 batch,
-                st.apply(batch, contexts[p.apply]),
+                timed(labels[p.apply], st.apply, batch, contexts[p.apply]),
                 rejected,
                 count_in=False,
             )
         for i in p.maps:
-            batch = _account(labels[i], stats[i], batch, _map_step(stages[i], batch, contexts[i]), rejected)
+            results = timed(labels[i], _map_step, stages[i], batch, contexts[i])
+            batch = _account(labels[i], stats[i], batch, results, rejected)
         if p.compute is not None:
             st = stages[p.compute]
             assert isinstance(st, GlobalStage)
@@ -283,7 +295,7 @@ def run_task(
                 stats[p.compute].docs_out += len(batch)
                 stats[p.compute].chars_out += sum(len(d.text) for d in batch)
                 kept_lengths.add([len(d.text) for d in batch])
-            st.compute(batch, contexts[p.compute])
+            timed(labels[p.compute], st.compute, batch, contexts[p.compute])
         elif pass_index == len(state.passes) - 1:
             kept_lengths.add([len(d.text) for d in batch])
         if writer is not None:
@@ -295,10 +307,11 @@ def run_task(
     if p.compute is not None:
         compute_stage = stages[p.compute]
         assert isinstance(compute_stage, GlobalStage)
-        compute_stage.finish_compute(contexts[p.compute])
+        timed(labels[p.compute], compute_stage.finish_compute, contexts[p.compute])
     if writer is not None:
         writer.close()
     rejected.close()
+    cpu[IO_CPU] = time.process_time() - task_cpu - sum(cpu.values())
     if pass_index == 0:
         read_stats.histogram("length_chars", LENGTH_EDGES).merge(read_lengths)
     marker = {
@@ -307,6 +320,7 @@ def run_task(
         "samples": report.samples,
         "kept_lengths": kept_lengths.to_json(),
         "docs_written": writer.docs if writer is not None else 0,
+        "cpu_seconds": dict(cpu),
     }
     write_text_atomic(run.marker(pass_index, task_id), json.dumps(marker, ensure_ascii=False))
 
@@ -457,6 +471,18 @@ def _merge_task_stats(
             if p.index == passes[-1].index:
                 kept.merge(Histogram.from_json(marker["kept_lengths"]))
     return read, per_stage, samples, kept
+
+
+def _cpu_seconds(run: RunDir, passes: list[Pass], task_ids: list[str]) -> dict[str, float]:
+    """CPU seconds summed over the tasks, per stage label and per pass for reading, parsing and
+    writing documents ("passN.io"); rounded to ms."""
+    total: Counter[str] = Counter()
+    for p in passes:
+        for t in task_ids:
+            marker = json.loads(run.marker(p.index, t).read_text())
+            for label, seconds in marker.get("cpu_seconds", {}).items():
+                total[f"pass{p.index}.io" if label == IO_CPU else label] += seconds
+    return {k: round(v, 3) for k, v in total.items()}
 
 
 def _link_tree(src: Path, dst: Path) -> None:
@@ -638,6 +664,8 @@ def prepare(
                     shutil.rmtree(run.work / "inputs", ignore_errors=True)
                 else:
                     shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+    cpu_seconds = _cpu_seconds(run, passes, task_ids)
+    t0 = time.monotonic()
     stats = _finalize(
         run,
         recipe,
@@ -653,9 +681,11 @@ def prepare(
         hashes,
         files,
     )
+    timings["finalize"] = time.monotonic() - t0
     timings["total"] = time.monotonic() - started
     write_text_atomic(
-        run.out / "timings.json", json.dumps({"workers": workers, "seconds": timings}, indent=1)
+        run.out / "timings.json",
+        json.dumps({"workers": workers, "seconds": timings, "task_cpu_seconds": cpu_seconds}, indent=1),
     )
     write_text_atomic(run.work / COMPLETE, "{}")
     if not keep_work:  # intermediates are no longer needed; run.json + COMPLETE make reruns no-ops

@@ -69,6 +69,9 @@ def test_finished_run_leaves_no_intermediates_and_a_rerun_changes_nothing(tmp_pa
     assert sorted(p.name for p in (out / "work").iterdir()) == ["complete.json", "run.json"]
     first = output_bytes(out)
     timings = (out / "timings.json").read_text()
+    cpu = json.loads(timings)["task_cpu_seconds"]  # where the workers' CPU went, per stage
+    labels = [s["label"] for s in read_stats(out)["stages"]]
+    assert set(labels) - {"read"} <= set(cpu) and "pass0.io" in cpu and all(v >= 0 for v in cpu.values())
     stats = run([SAMPLE], out, SPLIT_RECIPE)
     assert output_bytes(out) == first
     assert (out / "timings.json").read_text() == timings  # nothing was run again

@@ -31,6 +31,7 @@ caller (see :class:`dataprep.formats.tokenizer.HFTokenizer`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import unicodedata
@@ -613,6 +614,9 @@ class Spec:
     added: dict[str, int]  # non-special added tokens: content -> tokenizer id
     lookup: np.ndarray  # rank -> tokenizer id (int32)
     nfc: bool
+    # ignore_merges: texts of vocabulary entries that no merge makes; tokenizers takes such a
+    # piece whole, tiktoken cannot: each must encode alike (e.g. never be a whole piece)
+    whole: list[str]
 
 
 def build_spec(data: dict[str, Any]) -> Spec:
@@ -652,11 +656,15 @@ def build_spec(data: dict[str, Any]) -> Spec:
                 raise Unsupported(f"merge result {token!r} is not in the vocabulary")
             ranks[key] = len(ids)
             ids.append(vocab[token])
+    whole: list[str] = []
     if model.get("ignore_merges"):
-        unreachable = [t for t in vocab if (key := _level_bytes(t)) is not None and key not in ranks]
-        if unreachable:
-            raise Unsupported(f"ignore_merges with {len(unreachable)} vocabulary entries no merge makes")
-    return Spec(pattern, ranks, _added_tokens(data, nfc), np.asarray(ids, dtype=np.int32), nfc)
+        for t in vocab:
+            key = _level_bytes(t)
+            if key is not None and key not in ranks:
+                with contextlib.suppress(UnicodeDecodeError):  # else never a whole piece of text
+                    whole.append(key.decode("utf-8"))
+    added = _added_tokens(data, nfc)
+    return Spec(pattern, ranks, added, np.asarray(ids, dtype=np.int32), nfc, whole)
 
 
 class TiktokenBPE:
@@ -720,6 +728,22 @@ class TiktokenBPE:
         return [ids for part in parts for ids in part]
 
 
-def build_engine(data: dict[str, Any]) -> TiktokenBPE:
-    """A tiktoken engine for a parsed tokenizer.json; Unsupported (with the reason) when impossible."""
-    return TiktokenBPE(build_spec(data))
+def build_engine(data: dict[str, Any], reference: Any = None) -> TiktokenBPE:
+    """A tiktoken engine for a parsed tokenizer.json; Unsupported (with the reason) when impossible.
+
+    reference: the tokenizers encoder (texts -> id arrays), needed only to check the vocabulary
+    entries that ``ignore_merges`` makes reachable (see :class:`Spec`).
+    """
+    spec = build_spec(data)
+    engine = TiktokenBPE(spec)
+    if spec.whole:
+        if reference is None:
+            raise Unsupported(f"ignore_merges with {len(spec.whole)} vocabulary entries no merge makes")
+        for text, ref, ids in zip(
+            spec.whole, reference(spec.whole), engine.encode_batch(spec.whole), strict=True
+        ):
+            if not np.array_equal(ref, ids):
+                raise Unsupported(
+                    f"ignore_merges: the vocabulary entry {text!r} is taken whole by tokenizers"
+                )
+    return engine

@@ -243,7 +243,7 @@ class HFTokenizer(TextTokenizer):
 
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
-                self._tiktoken = build_engine(data)
+                self._tiktoken = build_engine(data, self._reference)
             except Unsupported as e:
                 self.tiktoken_refused = str(e)
             except ImportError as e:

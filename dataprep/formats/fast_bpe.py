@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
@@ -684,24 +685,20 @@ class TiktokenBPE:
             raise Unsupported(f"tiktoken rejects the regex: {e}") from None
         self._lookup = spec.lookup
         self._empty = np.zeros(0, dtype=np.int32)
-        # texts holding none of these cannot hold an added token (a cheap test before the split)
-        self._prefixes = sorted({t[:2] for t in spec.added})
-        alternatives = sorted(spec.added, key=lambda t: (-len(t), t))
+        # texts without these cannot hold an added token (a cheap test before the split)
+        starts = sorted({t[:2] for t in spec.added})
+        self._maybe_added = re.compile("|".join(map(re.escape, starts))) if starts else None
+        alternatives = sorted(spec.added, key=lambda t: (-len(t), t))  # longest first at a position
         self._split = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")") if spec.added else None
         self._pool: ThreadPoolExecutor | None = None
-        self._pool_size = 0
+        self._pool_key = (0, 0)
 
     def _plain(self, text: str) -> np.ndarray:
         ranks = np.frombuffer(self._core.encode_to_tiktoken_buffer(text, set()), dtype=np.uint32)
         return self._lookup[ranks]
 
-    def encode(self, text: str) -> np.ndarray:
-        """Ids of one text."""
-        if self.spec.nfc:
-            text = unicodedata.normalize("NFC", text)
-        if self._split is None or not any(p in text for p in self._prefixes):
-            return self._plain(text)
-        parts = self._split.split(text)  # text, token, text, token, ..., text
+    def _with_added(self, text: str) -> np.ndarray:
+        parts = self._split.split(text)  # type: ignore[union-attr]  # text, token, text, ..., text
         out = [
             np.asarray([self.spec.added[part]], dtype=np.int32) if i % 2 else self._plain(part)
             for i, part in enumerate(parts)
@@ -709,19 +706,34 @@ class TiktokenBPE:
         ]
         return np.concatenate(out) if out else self._empty
 
+    def encode(self, text: str) -> np.ndarray:
+        """Ids of one text."""
+        return self._encode_list([text])[0]
+
     def _encode_list(self, texts: list[str]) -> list[np.ndarray]:
-        return [self.encode(t) for t in texts]
+        encode, lookup, none = self._core.encode_to_tiktoken_buffer, self._lookup, set()
+        nfc, maybe_added = self.spec.nfc, self._maybe_added
+        out = []
+        for text in texts:
+            if nfc:
+                text = unicodedata.normalize("NFC", text)
+            if maybe_added is not None and maybe_added.search(text):
+                out.append(self._with_added(text))
+            else:
+                out.append(lookup[np.frombuffer(encode(text, none), dtype=np.uint32)])
+        return out
 
     def encode_batch(self, texts: list[str], threads: int = 1) -> list[np.ndarray]:
         """Ids of every text, in order, using up to ``threads`` threads (tiktoken releases the GIL)."""
         threads = max(1, min(threads, len(texts)))
         if threads == 1:
             return self._encode_list(texts)
-        if self._pool is None or self._pool_size != threads:
-            if self._pool is not None:
+        key = (threads, os.getpid())  # a pool inherited through fork has no threads
+        if self._pool is None or self._pool_key != key:
+            if self._pool is not None and self._pool_key[1] == key[1]:
                 self._pool.shutdown()
             self._pool = ThreadPoolExecutor(threads, thread_name_prefix="tiktoken")
-            self._pool_size = threads
+            self._pool_key = key
         # a few contiguous slices per thread: balanced enough, little overhead per slice
         step = -(-len(texts) // (threads * 4))
         parts = self._pool.map(self._encode_list, [texts[i : i + step] for i in range(0, len(texts), step)])

@@ -428,3 +428,37 @@ def test_ignore_merges_with_a_vocabulary_entry_no_merge_makes(tmp_path, trained)
     assert tok.engine == "tokenizers" and "'qzxjv' is taken whole" in tok.tiktoken_refused
     texts = ["a qzxjv b", "qzxjv"]
     assert [ids.tolist() for ids in tok.encode_batch(texts)] == reference_ids(path, texts)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"model": {"dropout": 0.1}}, "dropout"),
+        ({"model": {"continuing_subword_prefix": "##"}}, "continuing_subword_prefix"),
+        ({"model": {"end_of_word_suffix": "</w>"}}, "end_of_word_suffix"),
+        ({"model": {"type": "WordPiece"}}, "only BPE"),
+        ({"truncation": {"max_length": 8}}, "truncation"),
+        ({"normalizer": {"type": "Lowercase"}}, "normalizer Lowercase"),
+        ({"pre_tokenizer": None}, "no pre-tokenizer"),
+        ({"pre_tokenizer": {"type": "Whitespace"}}, "does not end with ByteLevel"),
+        ({"added_tokens": [{"id": 9000, "content": "x", "special": False, "lstrip": True}]}, "lstrip"),
+        (
+            {
+                "added_tokens": [
+                    {"id": 9000, "content": "<a>", "special": False, "normalized": False},
+                    {"id": 9001, "content": "<a>x</a>", "special": True, "normalized": False},
+                ]
+            },
+            "hidden by the special token",
+        ),
+    ],
+)
+def test_build_spec_refuses_what_tiktoken_cannot_reproduce(trained, change, reason):
+    data = json.loads(trained.read_text(encoding="utf-8"))
+    for key, value in change.items():
+        if key == "model":
+            data["model"].update(value)
+        else:
+            data[key] = value
+    with pytest.raises(Unsupported, match=reason):
+        build_engine(data)

@@ -16,8 +16,9 @@ before tokenizers is imported), batches of 1000 texts:
 * tiktoken:   the tiktoken engine (:mod:`dataprep.formats.fast_bpe`), 1 and 2 threads; its build
               time (vocabulary, merges and regex translation) is printed apart.
 
-MB/s of UTF-8 text, the best of --repeat runs (the machine may be shared). Then every text is
-encoded by both engines in this process and the share of texts with identical ids is printed.
+MB/s of UTF-8 text (wall clock) and MB per CPU-second of the process, the best of --repeat runs
+(on a shared machine the CPU figure is the steadier one). Then every text is encoded by both
+engines in this process and the share of texts with identical ids is printed.
 """
 
 from __future__ import annotations
@@ -53,12 +54,12 @@ else:
     encode = tok._reference
 build = time.perf_counter() - t0
 encode(texts[:200])  # warm up (thread pools)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 n = 0
 for i in range(0, len(texts), 1000):
     n += sum(len(ids) for ids in encode(texts[i : i + 1000]))
-seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "bytes": size, "tokens": n, "build": build}))
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"seconds": seconds, "cpu": cpu, "bytes": size, "tokens": n, "build": build}))
 """
 
 
@@ -177,9 +178,10 @@ def main() -> int:
                         build = f"  (engine built in {got['build']:.2f} s)" if engine == "tiktoken" else ""
                         plural = "s" if threads > 1 else " "
                         per_byte = got["tokens"] / got["bytes"]
+                        per_cpu = got["bytes"] / 1e6 / got["cpu"]
                         print(
-                            f"    {engine:10s} {threads} thread{plural} {speeds[engine, threads]:6.2f} MB/s  "
-                            f"{per_byte:.3f} tokens/byte{build}"
+                            f"    {engine:10s} {threads} thread{plural} {speeds[engine, threads]:6.2f} MB/s "
+                            f"({per_cpu:5.2f} MB per CPU-second)  {per_byte:.3f} tokens/byte{build}"
                         )
                 for threads in (1, 2):
                     if ("tiktoken", threads) in speeds:

@@ -13,8 +13,9 @@
   the last isolate runs of one character class (``K``, ``K+`` or ``K{1,n}``, classes disjoint),
   as in DeepSeek's tokenizer; see :func:`combined_pattern`.
 * added tokens: special ones are plain text (the encoding contract); non-special ones split the
-  text (as ``tokenizers`` does) when none has lstrip / rstrip / single_word and none overlaps
-  another added token.
+  text as in ``tokenizers`` (one leftmost-longest pass in Python before tiktoken) when none has
+  lstrip / rstrip / single_word, there is no normalizer, and no special token can hide one (see
+  :func:`_added_tokens`).
 * no truncation or padding configured.
 
 Ranks: the 256 single bytes get ranks 0..255, then each merge's result in merge-list order (a

@@ -536,7 +536,7 @@ def _split_patterns(spec: dict[str, Any] | None) -> list[str]:
         else:
             raise Unsupported(f"Split pattern {pattern}")
     byte_level = parts[-1]
-    if byte_level.get("add_prefix_space"):
+    if byte_level.get("add_prefix_space", True):  # the ByteLevel default
         raise Unsupported("ByteLevel add_prefix_space")
     if byte_level.get("use_regex", True):
         patterns.append(GPT2_PATTERN)

@@ -38,6 +38,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench_dedup_e2e.py", ["{zh_poetry.jsonl.gz}"]),
     ("bench_dedup_decide_memory.py", []),
     ("bench_tokenize_pack.py", ["{zh_mixed.jsonl.gz}"]),
+    ("bench_tokenizer_engines.py", ["{zh_mixed.jsonl.gz}", "{zh_poetry.jsonl.gz}"]),
     ("bench_train_loader.py", []),
     ("bench_end_to_end.py", ["{zh_poetry.jsonl.gz}"]),
 ]

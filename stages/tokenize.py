@@ -17,6 +17,12 @@ Documents that encode to nothing are dropped (``no_tokens``); special-token stri
 are encoded as plain text, so an EOS id never comes from a document (a document whose ids
 contain it anyway is dropped as ``eos_in_tokens``).
 
+Engine (``engine``): a byte-level BPE tokenizer.json is encoded by tiktoken when it reproduces the
+tokenizers library's ids (the first documents of every task are encoded both ways and compared; a
+difference switches the task back to tokenizers with a warning). Counters: ``engine_tiktoken`` /
+``engine_tokenizers`` / ``engine_sentencepiece`` (texts each engine encoded), ``engine_checked``,
+``engine_mismatch``.
+
 Optional paragraph cuts (``paragraph_cuts_over``): a document with more tokens than that is
 encoded line by line instead, and the line boundaries (token offsets) are stored in
 ``doc.meta["tokenize"]["cuts"]``; the pad and bestfit packings split long documents there.
@@ -65,6 +71,11 @@ class TokenizeParams:
     paragraph_cuts_over: int = param(
         0, help="documents with more tokens are encoded line by line to give packing cut points (0: off)"
     )
+    engine: Literal["auto", "tokenizers", "tiktoken"] = param(
+        "auto",
+        help="encoder of a tokenizer.json: tiktoken when it gives the same ids (checked on the first "
+        "documents of every task), the tokenizers library, or tiktoken demanded",
+    )
 
     def validate(self) -> None:
         if self.tokenizer == "train":
@@ -80,6 +91,7 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[st
 
     try:
         tok = load_tokenizer(local)
+        tok.use_engine(params.engine)
         specials = tok.special_tokens(params.eos_token, params.pad_token)
         info = describe(tok, specials, f"{TOKENIZER_DIR}/{local.name}", params.model_vocab_size)
     except TokenizerError as e:
@@ -142,6 +154,7 @@ class Tokenize(GlobalStage):
         self._tokenizer_path = ""
         self._checked = 0
         self._examples: list[dict[str, Any]] = []
+        self._engine_task = True
 
     def needs_global_pass(self) -> bool:
         return self.params.tokenizer == "train"
@@ -168,6 +181,7 @@ class Tokenize(GlobalStage):
         self._sample = None
         self._checked = 0
         self._examples = []
+        self._engine_task = True
 
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
         from dataprep.formats.train_tokenizer import TextSample
@@ -240,6 +254,10 @@ class Tokenize(GlobalStage):
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         tok = self._load(ctx)
+        if self._engine_task:  # engine choice and identity check per task (deterministic counters)
+            tok.use_engine(self.params.engine)
+            tok.take_counts()
+            self._engine_task = False
         encoded = tok.encode_batch([d.text for d in batch])
         threshold = self.params.paragraph_cuts_over
         eos = ctx.artifacts["tokenizer"]["eos_id"]
@@ -264,5 +282,7 @@ class Tokenize(GlobalStage):
                 self._roundtrip(tok, doc, ctx)
             out.append(doc)
         ctx.stats.count("tokens", int(sum(lengths)))
+        for name, n in tok.take_counts().items():  # engine_<name>, engine_checked, engine_mismatch
+            ctx.stats.count(name, n)
         ctx.stats.histogram("tokens_per_doc", TOKEN_EDGES).add(lengths)
         return out

@@ -16,6 +16,9 @@ packing. Ids are returned as int32 arrays.
 from __future__ import annotations
 
 import json
+import os
+import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,9 @@ PAD_CANDIDATES = ("<pad>", "<|pad|>", "<｜▁pad▁｜>", "[PAD]", "<|finetune_
 UNK_CANDIDATES = ("<unk>", "[UNK]", "<|unk|>")
 HF_FILE = "tokenizer.json"
 SPM_FILE = "tokenizer.model"
+ENGINES = ("auto", "tokenizers", "tiktoken")
+CHECK_DOCS = 512  # texts encoded by both engines after loading / use_engine
+CHECK_BYTES = 1 << 20  # ... or fewer, once this many UTF-8 bytes were checked
 
 
 class TokenizerError(ValueError):
@@ -81,10 +87,23 @@ class SpecialTokens:
     unk_id: int | None = None
 
 
+def default_threads() -> int:
+    """Encoding threads: 1 when TOKENIZERS_PARALLELISM is false, else RAYON_NUM_THREADS, else
+    the CPUs this process may use."""
+    if os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower() in ("0", "false", "f", "off", "no", "n"):
+        return 1
+    n = os.environ.get("RAYON_NUM_THREADS", "").strip()
+    if n.isdigit() and int(n) > 0:
+        return int(n)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class TextTokenizer:
     """A loaded tokenizer: batch encoding to int32 arrays, decoding, special ids, checksum.
 
-    kind: "hf" (tokenizers library) or "sentencepiece". path: the tokenizer file.
+    kind: "hf" (tokenizers library) or "sentencepiece". path: the tokenizer file. engine: what
+    encodes now ("tokenizers", "tiktoken" or "sentencepiece"). threads: encoding threads (None:
+    :func:`default_threads`).
     """
 
     kind = ""
@@ -92,6 +111,30 @@ class TextTokenizer:
     def __init__(self, path: Path):
         self.path = path
         self.sha256 = file_sha256(path)
+        self.threads: int | None = None
+        self._counts: Counter[str] = Counter()
+
+    @property
+    def engine(self) -> str:
+        raise NotImplementedError
+
+    def use_engine(self, mode: str = "auto") -> None:
+        """Choose the engine ("auto", "tokenizers": the reference one, "tiktoken") and restart the
+        identity check; TokenizerError when the mode is unknown or impossible for this file."""
+        if mode not in ENGINES:
+            raise TokenizerError(f"unknown tokenizer engine {mode!r}; choose one of {', '.join(ENGINES)}")
+        if mode == "tiktoken":
+            raise TokenizerError(f"{self.path}: the tiktoken engine needs a byte-level BPE tokenizer.json")
+
+    def take_counts(self) -> dict[str, int]:
+        """Counters since the last call: ``engine_<name>`` texts encoded by each engine,
+        ``engine_checked`` texts encoded by both and compared, ``engine_mismatch`` differences."""
+        out = dict(self._counts)
+        self._counts.clear()
+        return out
+
+    def _threads(self) -> int:
+        return self.threads or default_threads()
 
     @property
     def size(self) -> int:
@@ -176,6 +219,42 @@ class HFTokenizer(TextTokenizer):
         self._tok.encode_special_tokens = True
         self._fast = hasattr(self._tok, "encode_batch_fast")
         self._size: int | None = None
+        self._tiktoken: Any = None  # the tiktoken engine once built
+        self.tiktoken_refused = ""  # why there is no tiktoken engine ("" until tried, or if built)
+        self.mismatch: dict[str, Any] | None = None  # the difference that switched tiktoken off
+        self.use_engine("auto")
+
+    def use_engine(self, mode: str = "auto") -> None:
+        if mode not in ENGINES:
+            super().use_engine(mode)
+        self.mode = mode
+        self.mismatch = None
+        self._check_docs = CHECK_DOCS
+        self._check_bytes = CHECK_BYTES
+        if mode == "tiktoken" and self._tiktoken_engine() is None:
+            raise TokenizerError(
+                f"{self.path}: no tiktoken engine for this tokenizer: {self.tiktoken_refused}"
+            )
+
+    def _tiktoken_engine(self) -> Any:
+        """The tiktoken engine, built on first use; None (reason in tiktoken_refused) if impossible."""
+        if self._tiktoken is None and not self.tiktoken_refused:
+            from dataprep.formats.fast_bpe import Unsupported, build_engine
+
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                self._tiktoken = build_engine(data, self._reference)
+            except Unsupported as e:
+                self.tiktoken_refused = str(e)
+            except ImportError as e:
+                self.tiktoken_refused = f"tiktoken is not installed ({e})"
+        return self._tiktoken
+
+    @property
+    def engine(self) -> str:
+        if self.mode == "tokenizers" or self.mismatch is not None or self._tiktoken_engine() is None:
+            return "tokenizers"
+        return "tiktoken"
 
     @property
     def size(self) -> int:
@@ -184,9 +263,56 @@ class HFTokenizer(TextTokenizer):
             self._size = max(vocab.values()) + 1 if vocab else 0
         return self._size
 
-    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+    def _reference(self, texts: list[str]) -> list[np.ndarray]:
         encode = self._tok.encode_batch_fast if self._fast else self._tok.encode_batch
         return [np.asarray(e.ids, dtype=np.int32) for e in encode(texts, add_special_tokens=False)]
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        if self.engine == "tokenizers":
+            self._counts["engine_tokenizers"] += len(texts)
+            return self._reference(texts)
+        ids = self._tiktoken.encode_batch(texts, self._threads())
+        n = 0
+        while n < len(texts) and self._check_docs > 0 and self._check_bytes > 0:
+            self._check_docs -= 1
+            self._check_bytes -= len(texts[n].encode("utf-8"))
+            n += 1
+        if n:
+            reference = self._reference(texts[:n])
+            self._counts["engine_checked"] += n
+            bad = next((i for i in range(n) if not np.array_equal(ids[i], reference[i])), None)
+            if bad is not None:
+                self._counts["engine_mismatch"] += 1
+                self._switch_off(texts[bad], ids[bad], reference[bad])
+                self._counts["engine_tokenizers"] += len(texts)
+                return reference + self._reference(texts[n:])
+        self._counts["engine_tiktoken"] += len(texts)
+        return ids
+
+    def _switch_off(self, text: str, fast: np.ndarray, reference: np.ndarray) -> None:
+        """Record where tiktoken's ids part from tokenizers', warn, use tokenizers from now on
+        (TokenizerError when tiktoken was demanded)."""
+        k = 0
+        while k < min(len(fast), len(reference)) and fast[k] == reference[k]:
+            k += 1
+        same = self._tok.decode([int(i) for i in reference[:k]], skip_special_tokens=False)
+        position = 0
+        while position < min(len(text), len(same)) and text[position] == same[position]:
+            position += 1
+        self.mismatch = {
+            "position": position,
+            "text": text[max(0, position - 20) : position + 20],
+            "tiktoken": [int(i) for i in fast[k : k + 5]],
+            "tokenizers": [int(i) for i in reference[k : k + 5]],
+        }
+        message = (
+            f"{self.path}: tiktoken and tokenizers give different ids at character {position} of a "
+            f"text ({self.mismatch['text']!r}: {self.mismatch['tiktoken']} vs "
+            f"{self.mismatch['tokenizers']})"
+        )
+        if self.mode == "tiktoken":
+            raise TokenizerError(message + "; engine 'tiktoken' was demanded")
+        warnings.warn(message + "; encoding with tokenizers from now on", RuntimeWarning, stacklevel=3)
 
     def decode(self, ids: Any) -> str:
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
@@ -231,8 +357,15 @@ class SentencePieceTokenizer(TextTokenizer):
     def size(self) -> int:
         return int(self._sp.get_piece_size())
 
+    @property
+    def engine(self) -> str:
+        return "sentencepiece"
+
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        return [np.asarray(ids, dtype=np.int32) for ids in self._sp.encode(texts, out_type=int)]
+        """sentencepiece's batch encoder (C++ threads, :func:`default_threads` of them)."""
+        self._counts["engine_sentencepiece"] += len(texts)
+        ids = self._sp.encode(texts, out_type=int, num_threads=self._threads())
+        return [np.asarray(i, dtype=np.int32) for i in ids]
 
     def decode(self, ids: Any) -> str:
         return self._sp.decode([int(i) for i in ids])

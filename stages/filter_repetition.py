@@ -24,15 +24,17 @@ Drops: ``repeated_lines``, ``repeated_paragraphs``, ``repeated_ngrams`` (top or 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import ALNUM, HAN_MASK, classify, encode_batch
-from stages._filter_base import SHARE_EDGES, CleaningFilter
+from stages._charclass import ALNUM, HAN_MASK, batch_chars, full_class_table
+from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows
 
 TOP_NS = (2, 3, 4)
 LINE_KEYS = ("dup_line_share", "dup_line_char_share", "dup_para_share", "dup_para_char_share")
@@ -73,57 +75,121 @@ def line_scores(text: str, min_line_chars: int = 5) -> dict[str, float]:
     }
 
 
-def _units(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+@lru_cache(maxsize=1)
+def unit_table() -> np.ndarray:
+    """uint8 kind of every code point: 1 Han, 2 kana/hangul (one unit each), 3 letter or digit of
+    another script (part of a word unit), 0 anything else."""
+    table = np.zeros(0x110000, dtype=np.uint8)
+    cls = full_class_table()
+    table[cls == ALNUM] = WORD
+    table[HAN_MASK[cls]] = HAN_UNIT
+    for a, b in KANA_RANGES:
+        table[a : b + 1] = KANA_UNIT
+    return table
+
+
+HAN_UNIT, KANA_UNIT, WORD = 1, 2, 3
+KANA_RANGES = ((0x3040, 0x31FF), (0xAC00, 0xD7AF), (0x1100, 0x11FF))
+
+
+def _units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(unit ids uint64, unit lengths, unit text index, unit is Han) for a batch, vectorised.
     A Han/kana/hangul character is one unit (id: its code point); a run of other letters and
     digits is one unit (id: a polynomial hash of its code points, top bit set)."""
-    cps, starts = encode_batch(texts)
-    cls = classify(cps)
-    han = HAN_MASK[cls]
-    kana = (
-        ((cps >= 0x3040) & (cps <= 0x31FF))
-        | ((cps >= 0xAC00) & (cps <= 0xD7AF))
-        | ((cps >= 0x1100) & (cps <= 0x11FF))
-    )
-    single = han | kana
-    word = (cls == ALNUM) & ~kana
-    prev_word = np.concatenate([[False], word[:-1]])
-    next_word = np.concatenate([word[1:], [False]])
-    run_start = np.flatnonzero(word & ~prev_word)
-    run_end = np.flatnonzero(word & ~next_word) + 1
+    bc = batch_chars(texts)
+    cps = bc.cps
+    kind = unit_table()[cps]
+    word = kind == WORD
+    single = (kind == HAN_UNIT) | (kind == KANA_UNIT)
+    # word runs: starts and ends, found on the word characters only
+    wpos = np.flatnonzero(word)
+    gap = np.ones(len(wpos) + 1, dtype=bool)
+    if len(wpos):
+        gap[1:-1] = wpos[1:] != wpos[:-1] + 1
+    run_first = np.flatnonzero(gap[:-1])  # index into wpos of each run's first character
+    run_last = np.flatnonzero(gap[1:])
+    run_start = wpos[run_first]
+    run_len = run_last - run_first + 1
+    # sum of cps[start + j] * M**j over each run (mod 2**64), from prefix sums over word characters
     with np.errstate(over="ignore"):
-        powers = np.cumprod(np.full(len(cps), _HASH_MUL, dtype=np.uint64))  # M^1 .. M^n mod 2^64
-        inverse = np.cumprod(np.full(len(cps), _HASH_INV, dtype=np.uint64))  # M^-1 .. M^-n
-        prefix = np.concatenate([[np.uint64(0)], np.cumsum(cps.astype(np.uint64) * powers)])
-        word_ids = ((prefix[run_end] - prefix[run_start]) * inverse[run_start]) | np.uint64(1 << 63)
-    # units in text order without a sort: mark unit starts, place ids/lengths at their positions
-    start = single.copy()
+        k = len(wpos)
+        powers = np.cumprod(np.full(k, _HASH_MUL, dtype=np.uint64))  # M^1 .. M^k
+        inverse = np.cumprod(np.full(k, _HASH_INV, dtype=np.uint64))  # M^-1 .. M^-k
+        prefix = np.concatenate([[np.uint64(0)], np.cumsum(cps[wpos].astype(np.uint64) * powers)])
+        word_ids = ((prefix[run_last + 1] - prefix[run_first]) * inverse[run_first]) | np.uint64(1 << 63)
+    start = single
     start[run_start] = True
     pos = np.flatnonzero(start)
-    id_at = cps.astype(np.uint64)
-    id_at[run_start] = word_ids
-    len_at = np.ones(len(cps), dtype=np.int64)
-    len_at[run_start] = run_end - run_start
-    ids, lens, is_han = id_at[pos], len_at[pos], han[pos]
-    doc = np.searchsorted(starts, pos, side="right") - 1
+    ids = cps[pos].astype(np.uint64)
+    lens = np.ones(len(pos), dtype=np.int64)
+    at = np.searchsorted(pos, run_start)
+    ids[at] = word_ids
+    lens[at] = run_len
+    is_han = kind[pos] == HAN_UNIT
+    doc = np.searchsorted(bc.starts, pos, side="right") - 1
     return ids, lens, doc, is_han
 
 
-def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
-    """top_{2,3,4}gram, dup_10gram and han_units for each text (zeros below ``min_units`` units)."""
-    zero = {**{f"top_{n}gram": 0.0 for n in TOP_NS}, f"dup_{DUP_N}gram": 0.0, "han_units": 0.0}
-    results = [dict(zero) for _ in texts]
-    candidates = [i for i, t in enumerate(texts) if len(t) >= min_units]
-    if not candidates:
-        return results
-    ids, lens, doc, is_han = _units([texts[i] for i in candidates])
-    per_doc = np.bincount(doc, minlength=len(candidates))
-    keep_doc = per_doc >= min_units
+def _gram_hashes(hashes: dict[int, np.ndarray], mixed: np.ndarray, n: int) -> np.ndarray:
+    """Hashes of every n-gram of units: sum of mixed[i + j] * M**(j + 1) over j < n (mod 2**64),
+    built from shorter ones kept in ``hashes`` (the value the prefix-sum form of this hash has)."""
+
+    def power(k: int) -> np.uint64:
+        return np.uint64(pow(_HASH_MUL, k, 2**64))
+
+    if n == 2:
+        g = mixed[:-1] * power(1) + mixed[1:] * power(2)
+    elif n - 1 in hashes:
+        g = hashes[n - 1][:-1] + mixed[n - 1 :] * power(n)
+    else:  # 10 = 4 + 4 + 2
+        g4, g2, m = hashes[4], hashes[2], len(mixed) - n + 1
+        g = g4[:m] + g4[4 : 4 + m] * power(4) + g2[8 : 8 + m] * power(8)
+    hashes[n] = g
+    return g
+
+
+class _Buckets:
+    """Finds values that share a bucket (of about 8 per value) with another value: a cheap
+    superset of the values that occur more than once."""
+
+    MUL = np.uint64(0x9E3779B97F4A7C15)
+
+    def __init__(self, size: int):
+        self.bits = max(10, int(size * 8).bit_length())
+        self.slot = np.empty(1 << self.bits, dtype=np.int32)
+        self.index = np.arange(size, dtype=np.int32)
+
+    def shared(self, values: np.ndarray) -> np.ndarray:
+        """bool per value: another value falls into its bucket (always so for a repeated value)."""
+        with np.errstate(over="ignore"):
+            bucket = ((values * self.MUL) >> np.uint64(64 - self.bits)).astype(np.intp)
+        index = self.index[: len(values)]
+        self.slot[bucket] = index
+        lost = bucket[self.slot[bucket] != index]  # buckets another value was written into
+        mark = np.zeros(len(self.slot), dtype=bool)
+        mark[lost] = True
+        return mark[bucket]
+
+
+def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
+    """top_{2,3,4}gram, dup_10gram and han_units per text (zeros below ``min_units`` units), as
+    arrays: every n-gram of the texts of at least ``min_units`` units is keyed by (text, top 44
+    bits of its hash); n-grams with the same key form a group. Only n-grams that share a hash
+    bucket with another are sorted into groups (a unique one cannot repeat)."""
+    count = len(texts)
+    out = {f"top_{n}gram": np.zeros(count) for n in TOP_NS}
+    out[f"dup_{DUP_N}gram"] = np.zeros(count)
+    out["han_units"] = np.zeros(count)
+    if not count or max(len(t) for t in texts) < min_units:
+        return out
+    ids, lens, doc, is_han = _units(texts)
+    per_doc = np.bincount(doc, minlength=count)
+    keep_doc = per_doc >= min_units  # (never true below min_units characters)
     if not keep_doc.any():
-        return results
+        return out
     keep = keep_doc[doc]
     ids, lens, doc, is_han = ids[keep], lens[keep], doc[keep], is_han[keep]
-    owners = [candidates[i] for i in np.flatnonzero(keep_doc)]
+    owners = np.flatnonzero(keep_doc)
     ndocs = len(owners)
     doc = np.cumsum(keep_doc)[doc] - 1  # compact text index 0..ndocs-1
     han_units = np.bincount(doc, weights=is_han, minlength=ndocs) / per_doc[keep_doc]
@@ -131,45 +197,67 @@ def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
     csum = np.concatenate([[0], np.cumsum(lens)])
     out_top = {n: np.zeros(ndocs) for n in TOP_NS}
     dup_cover = np.zeros(ndocs)
+    units = len(ids)
     with np.errstate(over="ignore"):
         mixed = ids * _MIX + np.uint64(0x9E3779B97F4A7C15)  # spread small ids (code points)
-        powers = np.cumprod(np.full(len(ids), _HASH_MUL, dtype=np.uint64))
-        inv_pow = np.concatenate([[np.uint64(1)], np.cumprod(np.full(len(ids), _HASH_INV, dtype=np.uint64))])
-        prefix = np.concatenate([[np.uint64(0)], np.cumsum(mixed * powers)])
+        doc_key = doc.astype(np.uint64) << np.uint64(64 - DOC_BITS)
+        hashes: dict[int, np.ndarray] = {}
+        buckets = _Buckets(units)
         for n in (*TOP_NS, DUP_N):
-            m = len(ids) - n + 1
+            m = units - n + 1
             if m <= 0:
                 continue
-            g = (prefix[n : n + m] - prefix[:m]) * inv_pow[:m]  # hash of units i .. i+n-1
-            pos = np.flatnonzero(doc[:m] == doc[n - 1 : n - 1 + m])
-            key = (doc[pos].astype(np.uint64) << np.uint64(64 - DOC_BITS)) | (g[pos] >> np.uint64(DOC_BITS))
+            g = _gram_hashes(hashes, mixed, n)  # hash of units i .. i+n-1, for every i < m
+            same = doc[:m] == doc[n - 1 : n - 1 + m]  # n-grams inside one text
+            top = g >> np.uint64(DOC_BITS)
+            # only n-grams sharing a bucket of top (a function of the key) with another can repeat
+            at = np.flatnonzero(buckets.shared(top) & same)
+            key = doc_key[at] | top[at]
             order = np.argsort(key)
             skey = key[order]
             starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
             run_len = np.diff(np.concatenate([starts, [len(skey)]]))
             if n == DUP_N:
-                first_pos = pos[order[np.repeat(run_len, run_len) >= 2]]
-                size = len(ids) + n
+                first_pos = at[order[np.repeat(run_len, run_len) >= 2]]
+                size = units + n
                 delta = np.bincount(first_pos, minlength=size) - np.bincount(first_pos + n, minlength=size)
-                covered = np.cumsum(delta)[: len(ids)] > 0
+                covered = np.cumsum(delta)[:units] > 0
                 dup_cover = np.bincount(doc[covered], weights=lens[covered], minlength=ndocs)
                 continue
             many = run_len >= 2
             if not many.any():
                 continue
-            first = pos[order[starts[many]]]
-            value = run_len[many] * (csum[first + n] - csum[first])
+            chars = (csum[at + n] - csum[at])[order]
+            lo, hi = np.minimum.reduceat(chars, starts), np.maximum.reduceat(chars, starts)
+            if (lo[many] != hi[many]).any():
+                # n-grams of different lengths share a key (a hash collision): which one's length
+                # counts depends on the sort order of all keys, so sort all of them as before
+                pos = np.flatnonzero(same)
+                key = doc_key[pos] | top[pos]
+                order = np.argsort(key)
+                skey = key[order]
+                starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
+                run_len = np.diff(np.concatenate([starts, [len(skey)]]))
+                many = run_len >= 2
+                first = pos[order[starts[many]]]
+                value = run_len[many] * (csum[first + n] - csum[first])
+            else:
+                first = at[order[starts[many]]]
+                value = run_len[many] * lo[many]
             run_doc = doc[first]
             seg = np.flatnonzero(np.concatenate([[True], run_doc[1:] != run_doc[:-1]]))
             out_top[n][run_doc[seg]] = np.maximum.reduceat(value, seg)
-    for k, i in enumerate(owners):
-        tc = total_chars[k]
-        r = results[i]
-        r["han_units"] = float(han_units[k])
+    with np.errstate(divide="ignore", invalid="ignore"):
         for n in TOP_NS:
-            r[f"top_{n}gram"] = float(out_top[n][k] / tc) if tc else 0.0
-        r[f"dup_{DUP_N}gram"] = float(dup_cover[k] / tc) if tc else 0.0
-    return results
+            out[f"top_{n}gram"][owners] = np.where(total_chars > 0, out_top[n] / total_chars, 0.0)
+        out[f"dup_{DUP_N}gram"][owners] = np.where(total_chars > 0, dup_cover / total_chars, 0.0)
+    out["han_units"][owners] = han_units
+    return out
+
+
+def ngram_scores(texts: list[str], min_units: int) -> list[dict[str, float]]:
+    """top_{2,3,4}gram, dup_10gram and han_units for each text (zeros below ``min_units`` units)."""
+    return rows(ngram_columns(texts, min_units)) if texts else []
 
 
 @dataclass
@@ -213,16 +301,36 @@ class FilterRepetition(CleaningFilter):
         )
     }
 
-    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
-        grams = ngram_scores([d.text for d in batch], self.params.min_units)
-        out = []
-        for doc, g in zip(batch, grams, strict=True):
-            if doc.text.count("\n") + 1 >= self.params.min_lines:  # cheap bound on non-empty lines
-                g.update(line_scores(doc.text, self.params.min_line_chars))
-            else:
-                g.update(dict.fromkeys(LINE_KEYS, 0.0))
-            out.append(g)
-        return out
+    def score_columns(self, batch: list[Document]) -> Columns:
+        p: RepetitionParams = self.params
+        texts = [d.text for d in batch]
+        cols = ngram_columns(texts, p.min_units)
+        for key in LINE_KEYS:
+            cols[key] = np.zeros(len(texts))
+        bc = batch_chars(texts)
+        newlines = np.bincount(bc.doc[bc.cps == 10], minlength=len(texts)) - 1  # not the joining "\n"
+        for i in np.flatnonzero(newlines + 1 >= p.min_lines).tolist():  # cheap bound on non-empty lines
+            for key, value in line_scores(texts[i], p.min_line_chars).items():
+                cols[key][i] = value
+        return cols
+
+    def may_drop(self, cols: Columns) -> np.ndarray:
+        p: RepetitionParams = self.params
+        zh = cols["han_units"] >= p.chinese_at
+        mask = (
+            (cols["dup_line_share"] > p.max_dup_line_share)
+            | (cols["dup_line_char_share"] > p.max_dup_line_char_share)
+            | (cols["dup_para_share"] > p.max_dup_para_share)
+            | (cols["dup_para_char_share"] > p.max_dup_para_char_share)
+        )
+        for key, limit, limit_zh in (
+            ("top_2gram", p.max_top_2gram, p.max_top_2gram_zh),
+            ("top_3gram", p.max_top_3gram, p.max_top_3gram_zh),
+            ("top_4gram", p.max_top_4gram, p.max_top_4gram_zh),
+            (f"dup_{DUP_N}gram", p.max_dup_10gram, p.max_dup_10gram_zh),
+        ):
+            mask |= cols[key] > np.where(zh, limit_zh, limit)
+        return mask
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: RepetitionParams = self.params

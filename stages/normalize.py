@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+import numpy as np
+
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
 from stages._chars import CJK, HAN, HAN_RE
@@ -192,13 +194,16 @@ def _fix_cjk_read_as_latin1(text: str) -> tuple[str, int]:
     return LATIN1_SEGMENT.sub(repl, text), fixed
 
 
-def repair_mojibake(text: str) -> tuple[str, int]:
-    """(repaired text, number of repairs). Only recognisable mojibake is changed."""
+def repair_mojibake(text: str, latin1: bool = True, gbk_leads: bool = True) -> tuple[str, int]:
+    """(repaired text, number of repairs). Only recognisable mojibake is changed.
+    ``latin1=False`` / ``gbk_leads=False`` state that ``text`` has no U+0080-U+00FF character / no
+    character UTF-8 read as GBK starts with (the checks for them are then skipped)."""
     fixes = 0
-    if LATIN1_HIGH.search(text):
+    if latin1 and LATIN1_HIGH.search(text):
         if GBK_AS_LATIN1.search(text):
             text, n = _fix_cjk_read_as_latin1(text)
             fixes += n
+            gbk_leads = gbk_leads or n > 0
         if LATIN_MOJIBAKE.search(text):
             import ftfy
 
@@ -206,7 +211,8 @@ def repair_mojibake(text: str) -> tuple[str, int]:
             if repaired != text:
                 fixes += 1
                 text = repaired
-    if not text.isascii() and _utf8_as_gbk_re().search(text):
+                gbk_leads = True
+    if gbk_leads and not text.isascii() and _utf8_as_gbk_re().search(text):
         text, n = _fix_utf8_read_as_gbk(text)
         fixes += n
     return text, fixes
@@ -354,35 +360,81 @@ def _converter(config: str) -> object:
     return opencc.OpenCC(config)
 
 
-def _convert_segment(seg: str, convert) -> str:  # type: ignore[no-untyped-def]
-    if not HAN_ANY.search(seg):
-        return seg
-    out = convert(seg)
-    if (
-        out == seg
-        or not LATIN_LETTERS.search(seg)
-        or LATIN_LETTERS.findall(out) == LATIN_LETTERS.findall(seg)
-    ):
-        return out
-    # a phrase mapping changed Latin letters (tw2sp: B肝 -> 乙肝): convert the CJK runs one by one
-    parts = LATIN_LETTERS.split(seg)  # odd indices are Latin words, left alone
-    return "".join(p if i % 2 or not HAN_ANY.search(p) else convert(p) for i, p in enumerate(parts))
-
-
 def to_simplified(text: str, config: str) -> str:
     """Convert the CJK runs of ``text`` with OpenCC ``config``; protected spans are untouched."""
-    if config == "off" or not HAN_ANY.search(text):
-        return text
-    convert = _converter(config).convert  # type: ignore[attr-defined]
+    return to_simplified_batch([text], config)[0]
+
+
+def _segments(text: str) -> list[str]:
+    """``text`` cut into segments to convert (even indices) and protected spans (odd indices)."""
     if not ("://" in text or "@" in text or "`" in text):
-        return _convert_segment(text, convert)
+        return [text]
     out, last = [], 0
     for m in PROTECTED.finditer(text):
-        out.append(_convert_segment(text[last : m.start()], convert))
-        out.append(m.group())
+        out += [text[last : m.start()], m.group()]
         last = m.end()
-    out.append(_convert_segment(text[last:], convert))
-    return "".join(out)
+    out.append(text[last:])
+    return out
+
+
+def _convert_all(segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
+    """``[convert(s) for s in segments]`` in one call: joined by newlines, which no OpenCC
+    dictionary entry holds (so no phrase spans two segments) and which OpenCC leaves alone."""
+    if len(segments) < 2:
+        return [convert(s) for s in segments]
+    lines = convert("\n".join(segments)).split("\n")
+    counts = [s.count("\n") + 1 for s in segments]
+    if len(lines) != sum(counts):  # never expected; convert one by one then
+        return [convert(s) for s in segments]
+    out, at = [], 0
+    for n in counts:
+        out.append("\n".join(lines[at : at + n]) if n > 1 else lines[at])
+        at += n
+    return out
+
+
+def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | None = None) -> list[str]:
+    """``to_simplified`` of every text, with one OpenCC call for the whole batch. ``has_han``
+    (optional, per text): whether the text holds a Han character, when already known."""
+    if config == "off":
+        return list(texts)
+    convert = _converter(config).convert  # type: ignore[attr-defined]
+    pieces: list[list[str] | None] = []
+    todo: list[str] = []
+    for i, text in enumerate(texts):
+        han = has_han[i] if has_han is not None else HAN_ANY.search(text) is not None
+        if not han:
+            pieces.append(None)
+            continue
+        segs = _segments(text)
+        for k in range(0, len(segs), 2):
+            if HAN_ANY.search(segs[k]):
+                todo.append(segs[k])
+        pieces.append(segs)
+    converted = iter(_convert_all(todo, convert))
+    out = []
+    for text, segs in zip(texts, pieces, strict=True):
+        if segs is None:
+            out.append(text)
+            continue
+        for k in range(0, len(segs), 2):
+            seg = segs[k]
+            if not HAN_ANY.search(seg):
+                continue
+            done = next(converted)
+            if (
+                done == seg
+                or not LATIN_LETTERS.search(seg)
+                or LATIN_LETTERS.findall(done) == LATIN_LETTERS.findall(seg)
+            ):
+                segs[k] = done
+            else:  # a phrase mapping changed Latin letters (tw2sp: B肝 -> 乙肝): CJK runs one by one
+                parts = LATIN_LETTERS.split(seg)  # odd indices are Latin words, left alone
+                segs[k] = "".join(
+                    p if j % 2 or not HAN_ANY.search(p) else convert(p) for j, p in enumerate(parts)
+                )
+        out.append("".join(segs))
+    return out
 
 
 # -- 8. lines and paragraphs -------------------------------------------------------------------
@@ -406,8 +458,50 @@ class NormalizeParams:
             raise ValueError("paragraph_separator must be one or more newlines, e.g. '\\n\\n' or '\\n'")
 
 
+# Per-text flags from one vectorised pass over a batch: bit set = the text holds such a character.
+F_ESC, F_AMP, F_NONASCII, F_SUSPECT, F_LATIN1, F_GBK_LEAD, F_FULLWIDTH, F_HAN = (1 << i for i in range(8))
+ALL_FLAGS = 0xFF
+
+
+@lru_cache(maxsize=1)
+def _flag_table() -> np.ndarray:
+    """uint8 flags of every code point U+0000-U+10FFFF (the classes of the regexes they stand for)."""
+    table = np.zeros(0x110000, dtype=np.uint8)
+    bmp = "".join(map(chr, range(0x10000)))
+    for flag, pattern in (
+        (F_SUSPECT, SUSPECT),
+        (F_LATIN1, LATIN1_HIGH),
+        (F_GBK_LEAD, _utf8_as_gbk_lead()),
+        (F_FULLWIDTH, FULLWIDTH_ANY),
+        (F_HAN, HAN_ANY),
+    ):
+        table[[m.start() for m in pattern.finditer(bmp)]] |= flag
+    table[0x20000:0x31350] |= F_HAN  # the Han extensions beyond the BMP (HAN_ANY)
+    table[0x80:] |= F_NONASCII
+    table[0x1B] |= F_ESC
+    table[ord("&")] |= F_AMP
+    return table
+
+
+def batch_flags(texts: list[str]) -> list[int]:
+    """The F_* flags of every text (lone surrogates included, as in the texts)."""
+    if not texts:
+        return []
+    joined = "\n".join(texts) + "\n"
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.bitwise_or.reduceat(_flag_table()[cps], starts).tolist()
+
+
 class Normalizer:
-    """The normalization of the module docstring as a callable: ``text -> (text, events)``."""
+    """The normalization of the module docstring as a callable: ``text -> (text, events)``.
+
+    ``prepare`` runs steps 1-6, ``finish`` step 8; step 7 (OpenCC) is ``to_simplified_batch``
+    between them, so that a batch needs one OpenCC call. ``flags`` (from ``batch_flags``) let
+    ``prepare`` skip the scans for characters a text does not hold; once a step has changed the
+    text they no longer hold and the scans run as usual.
+    """
 
     def __init__(self, params: NormalizeParams):
         self.p = params
@@ -416,18 +510,30 @@ class Normalizer:
         self.blank_probe = "\n\n\n" if self.separator == "\n\n" else "\n\n"
 
     def __call__(self, text: str) -> tuple[str, dict[str, int]]:
+        text, events, convert, has_han = self.prepare(text)
+        if convert:
+            converted = to_simplified_batch([text], self.p.opencc, [has_han])[0]
+            if converted != text:
+                events["opencc_changed"] = 1
+                text = converted
+        return self.finish(text), events
+
+    def prepare(self, text: str, flags: int = ALL_FLAGS) -> tuple[str, dict[str, int], bool, bool]:
+        """Steps 1-6: (text, events, whether step 7 applies, whether the text may hold Han)."""
         p = self.p
         events: dict[str, int] = {}
-        if "\x1b" in text:
+        if flags & F_ESC and "\x1b" in text:
             stripped = ANSI.sub("", text)
             if stripped != text:
                 events["ansi_removed"] = 1
                 text = stripped
-        if "&" in text and CHAR_REF.search(text):
+                flags = ALL_FLAGS
+        if flags & F_AMP and "&" in text and CHAR_REF.search(text):
             text = decode_char_refs(text)
             events["char_refs_decoded"] = 1
-        ascii_only = text.isascii()
-        if SUSPECT.search(text):
+            flags = ALL_FLAGS
+        ascii_only = not flags & F_NONASCII or text.isascii()
+        if flags & F_SUSPECT and SUSPECT.search(text):
             text = NEWLINES.sub("\n", text)
             cleaned = CONTROLS_AND_INVISIBLE.sub("", text)
             if len(cleaned) != len(text):
@@ -435,32 +541,36 @@ class Normalizer:
                 if "&" in cleaned:  # a removal may have joined a reference: "&#3\x0042;"
                     cleaned = decode_char_refs(cleaned)
             text = UNICODE_SPACES.sub(" ", cleaned)
+            flags = ALL_FLAGS
         if p.repair_mojibake and not ascii_only:
-            repaired, fixes = repair_mojibake(text)
+            repaired, fixes = repair_mojibake(text, bool(flags & F_LATIN1), bool(flags & F_GBK_LEAD))
             if fixes:
                 events["mojibake_repaired"] = fixes
                 # a repair may decode to characters step 4 removes: clean again
                 text = UNICODE_SPACES.sub(" ", CONTROLS_AND_INVISIBLE.sub("", NEWLINES.sub("\n", repaired)))
-        if not ascii_only:
-            if p.unicode_form == "NFC" and not unicodedata.is_normalized("NFC", text):
-                text = unicodedata.normalize("NFC", text)
-                events["nfc_changed"] = 1
-            if p.width_fold:
-                folded = fold_width(text)
-                if folded != text:
-                    events["width_folded"] = 1
-                    text = folded
-            if p.opencc != "off":
-                converted = to_simplified(text, p.opencc)
-                if converted != text:
-                    events["opencc_changed"] = 1
-                    text = converted
-        if p.strip_trailing_space and (" \n" in text or "\t\n" in text or "\u3000\n" in text):
+                flags = ALL_FLAGS
+        if ascii_only:
+            return text, events, False, False
+        if p.unicode_form == "NFC" and not unicodedata.is_normalized("NFC", text):
+            text = unicodedata.normalize("NFC", text)
+            events["nfc_changed"] = 1
+            flags = ALL_FLAGS
+        if p.width_fold and flags & F_FULLWIDTH:
+            folded = fold_width(text)
+            if folded != text:
+                events["width_folded"] = 1
+                text = folded
+                flags = ALL_FLAGS
+        has_han = flags == ALL_FLAGS or bool(flags & F_HAN)  # all set: not known, look
+        return text, events, p.opencc != "off", has_han and HAN_ANY.search(text) is not None
+
+    def finish(self, text: str) -> str:
+        """Step 8: trailing spaces, blank-line runs, leading blank lines, trailing whitespace."""
+        if self.p.strip_trailing_space and (" \n" in text or "\t\n" in text or "\u3000\n" in text):
             text = TRAILING_SPACE.sub("", text)
         if self.blank_probe in text:
             text = BLANK_LINES.sub(self.separator, text)
-        text = text.lstrip("\n").rstrip()
-        return text, events
+        return text.lstrip("\n").rstrip()
 
 
 def normalize_text(text: str, **params: object) -> str:
@@ -480,11 +590,25 @@ class Normalize(MapStage):
         self._normalizer = Normalizer(params)
 
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
+        norm = self._normalizer
+        prepared = [
+            norm.prepare(doc.text, f)
+            for doc, f in zip(batch, batch_flags([d.text for d in batch]), strict=True)
+        ]
+        todo = [i for i, (_, _, convert, has_han) in enumerate(prepared) if convert and has_han]
+        converted = to_simplified_batch(
+            [prepared[i][0] for i in todo], self.params.opencc, [True] * len(todo)
+        )
+        texts = [text for text, _, _, _ in prepared]
+        for i, text in zip(todo, converted, strict=True):
+            if text != texts[i]:
+                prepared[i][1]["opencc_changed"] = 1
+                texts[i] = text
         out: list[StageResult] = []
         totals: dict[str, int] = {}
         changed = 0
-        for doc in batch:
-            text, events = self._normalizer(doc.text)
+        for doc, text, (_, events, _, _) in zip(batch, texts, prepared, strict=True):
+            text = norm.finish(text)
             if text != doc.text:
                 changed += 1
                 doc.text = text

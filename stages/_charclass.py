@@ -141,9 +141,10 @@ def sentence_punct_table() -> np.ndarray:
 
 
 def encode_batch(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(code points of the texts, each followed by "\\n", as uint32; start offset of each text + total)."""
+    """(code points of the texts, each followed by "\\n", as uint32; start offset of each text + total).
+    Lone surrogates (which JSON input can hold) are kept as their code points (class BAD)."""
     joined = "\n".join(texts) + "\n"
-    cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
     starts = np.concatenate([[0], np.cumsum(lengths)])
     return cps, starts

@@ -30,9 +30,13 @@ from functools import lru_cache
 from importlib import resources
 from itertools import accumulate
 from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, RecipeError, StageContext, StageResult, param, register
+from stages._charclass import batch_chars
 from stages._chars import CJK, CJK_RE
 from stages._lines import tidy
 
@@ -135,6 +139,9 @@ class BoilerplateMatcher:
             self.regex = re.compile("|".join(patterns)) if patterns else None
         except re.error as e:
             raise RecipeError(f"boilerplate: a 're:' phrase is not a valid regular expression: {e}") from None
+        self.phrases = sorted({key for cat in CATEGORIES[1:] for key in map(str.lower, lex[cat])})
+        self.phrases = [k for k in self.phrases if not k.startswith("re:")]
+        self.nav_run = re.compile(f"[^\\s|｜丨¦•·»›]{{{p.nav_max_item_chars + 1}}}")
 
     def hits(self, text: str) -> list[tuple[int, int, str, str]]:
         """(start, end, category, phrase) of every lexicon match in ``text``."""
@@ -157,6 +164,10 @@ class BoilerplateMatcher:
         """A navigation menu: enough short word items between menu separators (see module doc)."""
         p = self.p
         line = line.strip()
+        # every separator holds whitespace or a symbol separator: a longer run of other characters
+        # lies inside one item, which is then too long
+        if self.nav_run.search(line):
+            return False
         items = [s for s in NAV_SEPARATORS.split(line) if s]
         if len(items) < p.nav_min_items or any(len(s) > p.nav_max_item_chars for s in items):
             return False
@@ -165,22 +176,32 @@ class BoilerplateMatcher:
         items = [s.strip() for s in SYMBOL_SEPARATORS.split(line) if s.strip()]
         return len(items) >= p.nav_min_items_without_word and all(NAV_ITEM.match(s) for s in items)
 
-    def categories(self, text: str) -> list[str | None]:
+    def categories(
+        self, text: str, may_hit: bool = True, sep_lines: list[int] | None = None
+    ) -> list[str | None]:
         """For each line of ``text`` (split on \\n), the category that makes it boilerplate, or None.
-        Only lines holding a lexicon hit or a menu separator are looked at."""
+        Only lines holding a lexicon hit or a menu separator are looked at. ``may_hit=False``: the
+        text holds no lexicon phrase; ``sep_lines``: the lines holding a menu separator, when
+        already known (see ``BatchPrefilter``)."""
         lines = text.split("\n")
         result: list[str | None] = [None] * len(lines)
-        hits = self.hits(text)
-        seps = [m.start() for m in NAV_SEPARATOR_HINT.finditer(text)]
-        if not hits and not seps:
+        hits = self.hits(text) if may_hit else []
+        if sep_lines is None:
+            starts = [0, *accumulate(len(line) + 1 for line in lines[:-1])]
+            sep_lines = sorted(
+                {bisect_right(starts, m.start()) - 1 for m in NAV_SEPARATOR_HINT.finditer(text)}
+            )
+        if not hits and not sep_lines:
+            return result
+        for i in sep_lines:
+            if self.is_nav(lines[i]):
+                result[i] = "nav"
+        if not hits:
             return result
         starts = [0, *accumulate(len(line) + 1 for line in lines[:-1])]
         per_line: dict[int, set[tuple[str, str]]] = {}
         for start, _end, cat, key in hits:
             per_line.setdefault(bisect_right(starts, start) - 1, set()).add((cat, key))
-        for i in sorted({bisect_right(starts, p) - 1 for p in seps}):
-            if self.is_nav(lines[i]):
-                result[i] = "nav"
         for i, found in per_line.items():
             if result[i] is not None:
                 continue
@@ -191,6 +212,115 @@ class BoilerplateMatcher:
             if n <= self.p.max_line_width or (len(content) >= 2 and n <= self.p.max_line_width_multi):
                 result[i] = min(content)[0]
         return result
+
+    def prefilter(self, texts: list[str]) -> list[tuple[bool, list[int] | None]]:
+        """Per text: (may it hold a lexicon phrase, its menu-separator lines or None when unknown),
+        from one vectorised pass over the batch (see ``BatchPrefilter``)."""
+        return BatchPrefilter.of(self.phrases, self.regex is not None).run(texts)
+
+
+class BatchPrefilter:
+    """What ``BoilerplateMatcher.categories`` would find, narrowed for a batch with numpy.
+
+    Lexicon: a text can only hold a phrase (in its lower-cased form) when it holds every
+    character of it (counted with one small matrix product per batch). Characters whose lower
+    case is several characters or depends on the context (Σ), and characters beyond the BMP, send
+    their text down the exact path; so do all texts when the lexicon has "re:" phrases.
+    Menu separators: the positions where NAV_SEPARATOR_HINT can start a match; the lines holding
+    one are the lines holding a match, unless a match can span a line break (a "\\n" before or
+    after "/", ">" or "-"), when the regex runs as before.
+    """
+
+    _cache: ClassVar[dict[tuple[tuple[str, ...], bool], BatchPrefilter]] = {}
+
+    def __init__(self, phrases: list[str], has_regex: bool):
+        chars = sorted({c for ph in phrases for c in ph})
+        index = {c: i for i, c in enumerate(chars)}
+        self.force = len(chars)  # column of characters that always send the text down the exact path
+        self.column = np.full(0x110000, -1, dtype=np.int32)
+        self.column[0x10000:] = self.force
+        bmp = "".join(map(chr, range(0x10000)))
+        for i, ch in enumerate(bmp):
+            low = ch.lower()
+            if len(low) == 1:
+                if low in index:
+                    self.column[i] = index[low]
+            elif any(c in index for c in low):  # U+0130 lowers to two characters
+                self.column[i] = self.force
+        if "σ" in index or "ς" in index:  # Σ lowers to σ or, at the end of a word, to ς
+            self.column[ord("Σ")] = self.force
+        self.phrase_columns = [np.array(sorted({index[c] for c in ph}), dtype=np.int64) for ph in phrases]
+        self.always = has_regex or any(not ph for ph in phrases)  # no prefilter for the lexicon
+        self.incidence = np.zeros((len(chars) + 1, len(phrases)), dtype=np.float32)
+        for j, cols in enumerate(self.phrase_columns):
+            self.incidence[cols, j] = 1.0
+        self.needed = np.array([len(cols) for cols in self.phrase_columns], dtype=np.float32)
+        # 1 symbol separator, 2 "/", ">" or "-", 4 space or tab, 8 whitespace, 16 CJK
+        kind = np.zeros(0x110000, dtype=np.uint8)
+        for c in "|｜丨¦•·»›\u3000":
+            kind[ord(c)] |= 1
+        for c in "/>-":
+            kind[ord(c)] |= 2
+        for c in " \t":
+            kind[ord(c)] |= 4
+        kind[[m.start() for m in re.finditer(r"\s", bmp)]] |= 8
+        kind[[m.start() for m in CJK_RE.finditer(bmp)]] |= 16
+        kind[0x20000:0x31350] |= 16
+        self.kind = kind
+
+    @classmethod
+    def of(cls, phrases: list[str], has_regex: bool) -> BatchPrefilter:
+        key = (tuple(phrases), has_regex)
+        if key not in cls._cache:
+            cls._cache[key] = cls(phrases, has_regex)
+        return cls._cache[key]
+
+    def run(self, texts: list[str]) -> list[tuple[bool, list[int] | None]]:
+        bc = batch_chars(texts)
+        cps, starts, n = bc.cps, bc.starts, len(texts)
+        # lexicon
+        if self.always or not self.phrase_columns:
+            may_hit = np.full(n, self.always)
+        else:
+            col = self.column[cps]
+            at = np.flatnonzero(col >= 0)
+            present = np.zeros((n, self.force + 1), dtype=bool)
+            present[bc.doc[at], col[at]] = True
+            # characters of each phrase a text holds, against the phrase's number of characters
+            # (only for the phrases whose characters all occur somewhere in the batch)
+            anywhere = present.any(axis=0).astype(np.float32)
+            phrases = np.flatnonzero(anywhere @ self.incidence >= self.needed)
+            may_hit = present[:, self.force].copy()
+            if len(phrases):
+                held = present.astype(np.float32) @ self.incidence[:, phrases]
+                may_hit |= (held >= self.needed[phrases]).any(axis=1)
+        # menu separators: every position where one of NAV_SEPARATOR_HINT's branches matches
+        kind = self.kind[cps]
+        kind[starts[1:] - 1] = 0  # the joining "\n" belongs to no text
+        start = (kind & 1) != 0
+        blank = (kind & 4) != 0
+        start[:-1] |= blank[:-1] & blank[1:]
+        space = (kind & 8) != 0
+        mid = np.zeros(len(cps), dtype=bool)
+        mid[:-2] = space[:-2] & ((kind[1:-1] & 2) != 0) & space[2:]
+        start |= mid
+        cjk = (kind & 16) != 0
+        start[1:-1] |= (cps[1:-1] == 0x20) & cjk[:-2] & cjk[2:]
+        newline = cps == 0x0A
+        newline[starts[1:] - 1] = False
+        spanning = np.zeros(len(cps), dtype=bool)
+        spanning[:-2] = mid[:-2] & (newline[:-2] | newline[2:])
+        at = np.flatnonzero(start)
+        doc = np.searchsorted(starts, at, side="right") - 1
+        nl = np.flatnonzero(newline)
+        line = np.searchsorted(nl, at) - np.searchsorted(nl, starts[doc])
+        pairs = np.unique((doc << 32) | line)  # (text, line) with a separator, sorted
+        cut = np.searchsorted(pairs >> 32, np.arange(n + 1)).tolist()
+        lines = (pairs & 0xFFFFFFFF).tolist()
+        unsure = set(np.unique(bc.doc[np.flatnonzero(spanning)]).tolist())
+        return [
+            (h, None if i in unsure else lines[cut[i] : cut[i + 1]]) for i, h in enumerate(may_hit.tolist())
+        ]
 
 
 @register
@@ -204,9 +334,14 @@ class Boilerplate(MapStage):
         super().__init__(params)
         self.matcher = BoilerplateMatcher(params)
 
-    def clean(self, text: str, removed: dict[str, int]) -> str:
-        """``text`` without its boilerplate lines; counts removals per category into ``removed``."""
-        cats = self.matcher.categories(text)
+    def clean(
+        self, text: str, removed: dict[str, int], may_hit: bool = True, sep_lines: list[int] | None = None
+    ) -> str:
+        """``text`` without its boilerplate lines; counts removals per category into ``removed``.
+        ``may_hit`` / ``sep_lines``: what the batch prefilter knows (see ``categories``)."""
+        if not may_hit and sep_lines is not None and not sep_lines:
+            return text
+        cats = self.matcher.categories(text, may_hit, sep_lines)
         if not any(cats):
             return text
         kept = []
@@ -221,8 +356,9 @@ class Boilerplate(MapStage):
         out: list[StageResult] = []
         removed: dict[str, int] = {}
         changed = 0
-        for doc in batch:
-            text = self.clean(doc.text, removed)
+        known = self.matcher.prefilter([d.text for d in batch]) if batch else []
+        for doc, (may_hit, sep_lines) in zip(batch, known, strict=True):
+            text = self.clean(doc.text, removed, may_hit, sep_lines)
             if text != doc.text:
                 changed += 1
                 doc.text = text

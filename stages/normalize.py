@@ -54,10 +54,13 @@ than its NFC form except by OpenCC mappings.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -297,12 +300,17 @@ def _latin_at(text: str, i: int) -> bool:
     return 0 <= i < len(text) and LATIN_ALNUM_RE.match(text, i) is not None
 
 
-def fold_width(text: str) -> str:
-    """Apply the width-folding mapping documented in the module docstring."""
-    if not FULLWIDTH_ANY.search(text):
+def fold_width(text: str, always: bool = True, marks: bool = True, latin: bool = True) -> str:
+    """Apply the width-folding mapping documented in the module docstring. ``always=False`` /
+    ``marks=False`` / ``latin=False`` state that ``text`` holds no always-folded character / no
+    mark or bracket / no Latin letter or digit (the scans for them are then skipped)."""
+    if not (always or marks) or not FULLWIDTH_ANY.search(text):
         return text
-    text = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), text)
-    if not LATIN_ALNUM_RE.search(text):
+    if always:
+        folded = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), text)
+        latin = latin or folded != text  # full-width letters and digits fold to Latin ones
+        text = folded
+    if not marks or not latin or not LATIN_ALNUM_RE.search(text):
         return text  # no Latin letter or digit: no mark can be in Latin context
 
     def pair(m: re.Match[str]) -> str:
@@ -353,11 +361,65 @@ LATIN_LETTERS = re.compile(r"([A-Za-z]+)")
 HAN_ANY = re.compile(f"[{HAN}]")
 
 
+OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s")
+TRIGGERS_FILE = Path(__file__).resolve().parent / "data" / "opencc_triggers.json"
+
+
 @lru_cache(maxsize=8)
 def _converter(config: str) -> object:
     import opencc
 
     return opencc.OpenCC(config)
+
+
+def opencc_dictionaries(config: str) -> list[Path]:
+    """The dictionary files the installed OpenCC ``config`` reads, in the order of its JSON file
+    (empty when the config file cannot be found)."""
+    path = Path(str(getattr(_converter(config), "config", "")))
+    if not path.is_file():
+        return []
+    files: list[Path] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("file"), str):
+                files.append(path.parent / node["file"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(path.read_text(encoding="utf-8")))
+    return files
+
+
+@lru_cache(maxsize=8)
+def opencc_fingerprint(config: str) -> str | None:
+    """A hash of the installed config file and of every dictionary it reads (None if not found)."""
+    path = Path(str(getattr(_converter(config), "config", "")))
+    files = opencc_dictionaries(config)
+    if not files or not all(f.is_file() for f in files):
+        return None
+    h = hashlib.blake2b(path.read_bytes(), digest_size=16)
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=8)
+def opencc_triggers(config: str) -> str | None:
+    """Characters without which OpenCC ``config`` leaves a text unchanged (see
+    bench/make_opencc_triggers.py), or None when the installed dictionaries are not the ones they
+    were read from."""
+    try:
+        recorded = json.loads(TRIGGERS_FILE.read_text(encoding="utf-8")).get(config)
+    except (OSError, ValueError):
+        return None
+    if not recorded or recorded.get("fingerprint") != opencc_fingerprint(config):
+        return None
+    return str(recorded["chars"])
 
 
 def to_simplified(text: str, config: str) -> str:
@@ -459,20 +521,26 @@ class NormalizeParams:
 
 
 # Per-text flags from one vectorised pass over a batch: bit set = the text holds such a character.
-F_ESC, F_AMP, F_NONASCII, F_SUSPECT, F_LATIN1, F_GBK_LEAD, F_FULLWIDTH, F_HAN = (1 << i for i in range(8))
-ALL_FLAGS = 0xFF
+F_ESC, F_AMP, F_NONASCII, F_SUSPECT, F_LATIN1, F_GBK_LEAD, F_HAN = (1 << i for i in range(7))
+F_ALWAYS_FOLD, F_MARKS, F_LATIN, F_OPENCC = (1 << i for i in range(7, 11))  # marks: MARKS, BRACKETS
+ALL_FLAGS = 0x7FF
+MARKS_OR_BRACKETS = re.compile(f"[{_M}{BRACKETS}]")
 
 
-@lru_cache(maxsize=1)
-def _flag_table() -> np.ndarray:
-    """uint8 flags of every code point U+0000-U+10FFFF (the classes of the regexes they stand for)."""
-    table = np.zeros(0x110000, dtype=np.uint8)
+@lru_cache(maxsize=4)
+def _flag_table(opencc: str = "off") -> np.ndarray:
+    """uint16 flags of every code point U+0000-U+10FFFF (the classes of the regexes they stand for).
+    F_OPENCC: a trigger character of OpenCC config ``opencc`` (every Han character when they are
+    not known)."""
+    table = np.zeros(0x110000, dtype=np.uint16)
     bmp = "".join(map(chr, range(0x10000)))
     for flag, pattern in (
         (F_SUSPECT, SUSPECT),
         (F_LATIN1, LATIN1_HIGH),
         (F_GBK_LEAD, _utf8_as_gbk_lead()),
-        (F_FULLWIDTH, FULLWIDTH_ANY),
+        (F_ALWAYS_FOLD, re.compile(f"[{ALWAYS_FOLD}]")),
+        (F_MARKS, MARKS_OR_BRACKETS),
+        (F_LATIN, LATIN_ALNUM_RE),
         (F_HAN, HAN_ANY),
     ):
         table[[m.start() for m in pattern.finditer(bmp)]] |= flag
@@ -480,18 +548,24 @@ def _flag_table() -> np.ndarray:
     table[0x80:] |= F_NONASCII
     table[0x1B] |= F_ESC
     table[ord("&")] |= F_AMP
+    triggers = opencc_triggers(opencc) if opencc != "off" else ""
+    if triggers is None:
+        table[(table & F_HAN) != 0] |= F_OPENCC
+    else:
+        table[[ord(c) for c in triggers]] |= F_OPENCC
     return table
 
 
-def batch_flags(texts: list[str]) -> list[int]:
-    """The F_* flags of every text (lone surrogates included, as in the texts)."""
+def batch_flags(texts: list[str], opencc: str = "off") -> list[int]:
+    """The F_* flags of every text (lone surrogates included, as in the texts); F_OPENCC for
+    OpenCC config ``opencc``."""
     if not texts:
         return []
     joined = "\n".join(texts) + "\n"
     cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return np.bitwise_or.reduceat(_flag_table()[cps], starts).tolist()
+    return np.bitwise_or.reduceat(_flag_table(opencc)[cps], starts).tolist()
 
 
 class Normalizer:
@@ -519,7 +593,8 @@ class Normalizer:
         return self.finish(text), events
 
     def prepare(self, text: str, flags: int = ALL_FLAGS) -> tuple[str, dict[str, int], bool, bool]:
-        """Steps 1-6: (text, events, whether step 7 applies, whether the text may hold Han)."""
+        """Steps 1-6: (text, events, whether step 7 applies, whether OpenCC may change the text:
+        it holds a Han character and, as far as ``flags`` tell, a trigger character)."""
         p = self.p
         events: dict[str, int] = {}
         if flags & F_ESC and "\x1b" in text:
@@ -555,14 +630,18 @@ class Normalizer:
             text = unicodedata.normalize("NFC", text)
             events["nfc_changed"] = 1
             flags = ALL_FLAGS
-        if p.width_fold and flags & F_FULLWIDTH:
-            folded = fold_width(text)
+        if p.width_fold and flags & (F_ALWAYS_FOLD | F_MARKS):
+            folded = fold_width(
+                text, bool(flags & F_ALWAYS_FOLD), bool(flags & F_MARKS), bool(flags & F_LATIN)
+            )
             if folded != text:
                 events["width_folded"] = 1
                 text = folded
                 flags = ALL_FLAGS
-        has_han = flags == ALL_FLAGS or bool(flags & F_HAN)  # all set: not known, look
-        return text, events, p.opencc != "off", has_han and HAN_ANY.search(text) is not None
+        # OpenCC runs on texts with Han characters; one without a trigger character comes out as
+        # it went in (all flags set: not known, look)
+        may_change = flags == ALL_FLAGS or (flags & F_HAN and flags & F_OPENCC)
+        return text, events, p.opencc != "off", bool(may_change) and HAN_ANY.search(text) is not None
 
     def finish(self, text: str) -> str:
         """Step 8: trailing spaces, blank-line runs, leading blank lines, trailing whitespace."""
@@ -593,7 +672,7 @@ class Normalize(MapStage):
         norm = self._normalizer
         prepared = [
             norm.prepare(doc.text, f)
-            for doc, f in zip(batch, batch_flags([d.text for d in batch]), strict=True)
+            for doc, f in zip(batch, batch_flags([d.text for d in batch], self.params.opencc), strict=True)
         ]
         todo = [i for i, (_, _, convert, has_han) in enumerate(prepared) if convert and has_han]
         converted = to_simplified_batch(

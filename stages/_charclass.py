@@ -248,3 +248,37 @@ def batch_chars(texts: Sequence[str]) -> BatchChars:
     out = BatchChars.of(texts)
     _last_batch[:] = [out]
     return out
+
+
+def flags_per_text(bc: BatchChars, table: np.ndarray) -> np.ndarray:
+    """Bitwise OR over each text of ``table[code point]`` (the joining "\\n" included: give "\\n"
+    no bits you test for)."""
+    return np.bitwise_or.reduceat(table[bc.cps], bc.starts[:-1])
+
+
+def count_per_text(bc: BatchChars, mask_table: np.ndarray) -> np.ndarray:
+    """Characters of each text whose code point is set in the bool ``mask_table``."""
+    return np.add.reduceat(mask_table[bc.cps].astype(np.int64), bc.starts[:-1])
+
+
+@lru_cache(maxsize=1)
+def _decimal_low() -> np.ndarray:
+    """bool per code point below U+20000: a decimal digit as re's \\d (Unicode category Nd)."""
+    table = np.zeros(0x20000, dtype=bool)
+    chars = "".join(map(chr, range(0x20000)))
+    table[[m.start() for m in re.finditer(r"\d", chars)]] = True
+    return table
+
+
+def decimal_counts(bc: BatchChars) -> np.ndarray:
+    """Decimal digits (re's \\d) in each text; code points from U+20000 on (CJK extensions and
+    beyond) are looked at one by one."""
+    cps = bc.cps
+    low = _decimal_low()
+    counts = np.add.reduceat(low[np.minimum(cps, 0x1FFFF)].astype(np.int64), bc.starts[:-1])
+    high = np.flatnonzero(cps >= 0x20000)
+    if len(high):
+        digit = [bool(re.match(r"\d", chr(c))) for c in cps[high].tolist()]
+        if any(digit):
+            counts += np.bincount(bc.doc[high[digit]], minlength=len(counts))
+    return counts

@@ -148,34 +148,20 @@ def _gram_hashes(hashes: dict[int, np.ndarray], mixed: np.ndarray, n: int) -> np
     return g
 
 
-class _Buckets:
-    """Finds values that share a bucket (of about 8 per value) with another value: a cheap
-    superset of the values that occur more than once."""
-
-    MUL = np.uint64(0x9E3779B97F4A7C15)
-
-    def __init__(self, size: int):
-        self.bits = max(10, int(size * 8).bit_length())
-        self.slot = np.empty(1 << self.bits, dtype=np.int32)
-        self.index = np.arange(size, dtype=np.int32)
-
-    def shared(self, values: np.ndarray) -> np.ndarray:
-        """bool per value: another value falls into its bucket (always so for a repeated value)."""
-        with np.errstate(over="ignore"):
-            bucket = ((values * self.MUL) >> np.uint64(64 - self.bits)).astype(np.intp)
-        index = self.index[: len(values)]
-        self.slot[bucket] = index
-        lost = bucket[self.slot[bucket] != index]  # buckets another value was written into
-        mark = np.zeros(len(self.slot), dtype=bool)
-        mark[lost] = True
-        return mark[bucket]
+def _positions(mask: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Positions in ``mask`` of the ``idx``-th set elements (``np.flatnonzero(mask)[idx]``)."""
+    unset = np.flatnonzero(~mask)
+    if not len(unset):
+        return idx
+    # the k-th set element lies after the unset ones u with u - (their rank) <= k
+    return idx + np.searchsorted(unset - np.arange(len(unset)), idx, side="right")
 
 
 def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
     """top_{2,3,4}gram, dup_10gram and han_units per text (zeros below ``min_units`` units), as
     arrays: every n-gram of the texts of at least ``min_units`` units is keyed by (text, top 44
-    bits of its hash); n-grams with the same key form a group. Only n-grams that share a hash
-    bucket with another are sorted into groups (a unique one cannot repeat)."""
+    bits of its hash) and grouped with one sort per n-gram size (the keys and sorts of before, so
+    even hash collisions group as they did)."""
     count = len(texts)
     out = {f"top_{n}gram": np.zeros(count) for n in TOP_NS}
     out[f"dup_{DUP_N}gram"] = np.zeros(count)
@@ -202,23 +188,19 @@ def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
         mixed = ids * _MIX + np.uint64(0x9E3779B97F4A7C15)  # spread small ids (code points)
         doc_key = doc.astype(np.uint64) << np.uint64(64 - DOC_BITS)
         hashes: dict[int, np.ndarray] = {}
-        buckets = _Buckets(units)
         for n in (*TOP_NS, DUP_N):
             m = units - n + 1
             if m <= 0:
                 continue
             g = _gram_hashes(hashes, mixed, n)  # hash of units i .. i+n-1, for every i < m
             same = doc[:m] == doc[n - 1 : n - 1 + m]  # n-grams inside one text
-            top = g >> np.uint64(DOC_BITS)
-            # only n-grams sharing a bucket of top (a function of the key) with another can repeat
-            at = np.flatnonzero(buckets.shared(top) & same)
-            key = doc_key[at] | top[at]
+            key = (doc_key[:m] | (g >> np.uint64(DOC_BITS)))[same]
             order = np.argsort(key)
             skey = key[order]
             starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
             run_len = np.diff(np.concatenate([starts, [len(skey)]]))
             if n == DUP_N:
-                first_pos = at[order[np.repeat(run_len, run_len) >= 2]]
+                first_pos = _positions(same, order[np.repeat(run_len, run_len) >= 2])
                 size = units + n
                 delta = np.bincount(first_pos, minlength=size) - np.bincount(first_pos + n, minlength=size)
                 covered = np.cumsum(delta)[:units] > 0
@@ -227,23 +209,8 @@ def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
             many = run_len >= 2
             if not many.any():
                 continue
-            chars = (csum[at + n] - csum[at])[order]
-            lo, hi = np.minimum.reduceat(chars, starts), np.maximum.reduceat(chars, starts)
-            if (lo[many] != hi[many]).any():
-                # n-grams of different lengths share a key (a hash collision): which one's length
-                # counts depends on the sort order of all keys, so sort all of them as before
-                pos = np.flatnonzero(same)
-                key = doc_key[pos] | top[pos]
-                order = np.argsort(key)
-                skey = key[order]
-                starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
-                run_len = np.diff(np.concatenate([starts, [len(skey)]]))
-                many = run_len >= 2
-                first = pos[order[starts[many]]]
-                value = run_len[many] * (csum[first + n] - csum[first])
-            else:
-                first = at[order[starts[many]]]
-                value = run_len[many] * lo[many]
+            first = _positions(same, order[starts[many]])
+            value = run_len[many] * (csum[first + n] - csum[first])
             run_doc = doc[first]
             seg = np.flatnonzero(np.concatenate([[True], run_doc[1:] != run_doc[:-1]]))
             out_top[n][run_doc[seg]] = np.maximum.reduceat(value, seg)

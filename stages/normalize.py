@@ -67,6 +67,7 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
+from stages._charclass import batch_chars, flags_per_text
 from stages._chars import CJK, HAN, HAN_RE
 
 # -- 1. ANSI escapes ---------------------------------------------------------------------------
@@ -561,11 +562,79 @@ def batch_flags(texts: list[str], opencc: str = "off") -> list[int]:
     OpenCC config ``opencc``."""
     if not texts:
         return []
-    joined = "\n".join(texts) + "\n"
-    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return np.bitwise_or.reduceat(_flag_table(opencc)[cps], starts).tolist()
+    return flags_per_text(batch_chars(texts), _flag_table(opencc)).tolist()
+
+
+# Classes for the quiet-text test: after the always-folded characters are folded (position by
+# position), 1: Latin letter or digit, 2: neutral, 4: mark, 8: bracket, 16: whitespace a line
+# may end with (space, tab, U+3000), 32: any whitespace.
+Q_LATIN, Q_NEUTRAL, Q_MARK, Q_BRACKET, Q_TRAIL, Q_SPACE = (1 << i for i in range(6))
+
+
+@lru_cache(maxsize=1)
+def _quiet_table() -> np.ndarray:
+    table = np.zeros(0x110000, dtype=np.uint8)
+    bmp = "".join(map(chr, range(0x10000)))
+    folded = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), bmp)  # 1 for 1
+    assert len(folded) == len(bmp)
+    for flag, pattern in (
+        (Q_LATIN, LATIN_ALNUM_RE),
+        (Q_NEUTRAL, re.compile(f"[{NEUTRAL}]")),
+        (Q_MARK, re.compile(f"[{_M}]")),
+        (Q_BRACKET, re.compile(f"[{BRACKETS}]")),
+    ):
+        table[[m.start() for m in pattern.finditer(folded)]] |= flag
+    for c in " \t\u3000":
+        table[ord(c)] |= Q_TRAIL
+    table[[m.start() for m in re.finditer(r"\s", bmp)]] |= Q_SPACE
+    return table
+
+
+def quiet_texts(
+    texts: list[str], flags: list[int], strip_trailing_space: bool
+) -> tuple[list[bool], list[bool]]:
+    """Per text: (steps 1-8 can change it at most by NFC, so it stays as it is when it is NFC;
+    step 6 may fold a mark or bracket in context).
+
+    Needed: none of the characters steps 1-5 and 7 act on (flags), no always-folded character,
+    no bracket, no mark in a run of neutral characters and marks next to a Latin letter or digit
+    (which is what the context folding needs), no line ending in whitespace, no two newlines in a
+    row, no newline first and no whitespace last."""
+    bc = batch_chars(texts)
+    cps, starts = bc.cps, bc.starts
+    q = _quiet_table()[cps]
+    # step 8
+    newline = cps == 0x0A
+    newline[starts[1:] - 1] = False  # the joining "\n"
+    pair = newline[1:] & (newline[:-1] | ((q[:-1] & Q_TRAIL) != 0 if strip_trailing_space else False))
+    loud = np.zeros(len(cps), dtype=bool)
+    loud[1:] = pair
+    loud[starts[:-1]] |= newline[starts[:-1]]
+    last = starts[1:] - 2
+    ends_space = (q[np.maximum(last, 0)] & Q_SPACE) != 0
+    # step 6: marks in a run of neutral characters and marks (brackets count as neutral) next to
+    # a Latin letter or digit
+    run = (q & (Q_NEUTRAL | Q_MARK | Q_BRACKET)) != 0
+    latin = (q & Q_LATIN) != 0
+    begin = run.copy()
+    begin[1:] &= ~run[:-1]
+    label = np.cumsum(begin)  # run number of every position (valid where run)
+    first = np.flatnonzero(begin)
+    end = np.flatnonzero(run & np.concatenate([~run[1:], [True]]))
+    with_mark = np.unique(label[(q & Q_MARK) != 0]) - 1
+    near = np.zeros(len(first), dtype=bool)
+    if len(with_mark):
+        s, e = first[with_mark], end[with_mark]
+        near[with_mark] = latin[np.maximum(s - 1, 0)] & (s > 0) | latin[np.minimum(e + 1, len(cps) - 1)]
+    context = np.zeros(len(cps), dtype=bool)
+    context[first[near]] = True
+    context = np.bitwise_or.reduceat(context, starts[:-1]) | (
+        (np.bitwise_or.reduceat(q, starts[:-1]) & Q_BRACKET) != 0
+    )
+    noisy = np.bitwise_or.reduceat(loud, starts[:-1]) | (ends_space & (last >= starts[:-1])) | context
+    keep = F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC
+    quiet = [not (f & keep) and not loud for f, loud in zip(flags, noisy.tolist(), strict=True)]
+    return quiet, context.tolist()
 
 
 class Normalizer:
@@ -670,29 +739,38 @@ class Normalize(MapStage):
 
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         norm = self._normalizer
-        prepared = [
-            norm.prepare(doc.text, f)
-            for doc, f in zip(batch, batch_flags([d.text for d in batch], self.params.opencc), strict=True)
-        ]
-        todo = [i for i, (_, _, convert, has_han) in enumerate(prepared) if convert and has_han]
-        converted = to_simplified_batch(
-            [prepared[i][0] for i in todo], self.params.opencc, [True] * len(todo)
-        )
-        texts = [text for text, _, _, _ in prepared]
+        p = self.params
+        texts = [d.text for d in batch]
+        flags = batch_flags(texts, p.opencc)
+        quiet, context = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
+        prepared: list[tuple[str, dict[str, int], bool, bool] | None] = []
+        for text, f, q, c in zip(texts, flags, quiet, context, strict=True):
+            if q and (
+                not f & F_NONASCII or p.unicode_form != "NFC" or unicodedata.is_normalized("NFC", text)
+            ):
+                prepared.append(None)  # nothing to change
+            else:
+                prepared.append(norm.prepare(text, f if c else f & ~F_MARKS))
+        for i, x in enumerate(prepared):
+            if x is not None:
+                texts[i] = x[0]
+        todo = [i for i, x in enumerate(prepared) if x is not None and x[2] and x[3]]
+        converted = to_simplified_batch([texts[i] for i in todo], p.opencc, [True] * len(todo))
         for i, text in zip(todo, converted, strict=True):
             if text != texts[i]:
-                prepared[i][1]["opencc_changed"] = 1
+                prepared[i][1]["opencc_changed"] = 1  # type: ignore[index]
                 texts[i] = text
         out: list[StageResult] = []
         totals: dict[str, int] = {}
         changed = 0
-        for doc, text, (_, events, _, _) in zip(batch, texts, prepared, strict=True):
-            text = norm.finish(text)
-            if text != doc.text:
-                changed += 1
-                doc.text = text
-            for k, v in events.items():
-                totals[k] = totals.get(k, 0) + v
+        for doc, text, x in zip(batch, texts, prepared, strict=True):
+            if x is not None:
+                text = norm.finish(text)
+                if text != doc.text:
+                    changed += 1
+                    doc.text = text
+                for k, v in x[1].items():
+                    totals[k] = totals.get(k, 0) + v
             out.append(doc if text else Drop(doc, "empty"))
         ctx.stats.count("changed", changed)
         for k, v in totals.items():

@@ -126,8 +126,7 @@ def _units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     ids[at] = word_ids
     lens[at] = run_len
     is_han = kind[pos] == HAN_UNIT
-    doc = np.searchsorted(bc.starts, pos, side="right") - 1
-    return ids, lens, doc, is_han
+    return ids, lens, bc.doc[pos], is_han
 
 
 def _gram_hashes(hashes: dict[int, np.ndarray], mixed: np.ndarray, n: int) -> np.ndarray:
@@ -155,6 +154,101 @@ def _positions(mask: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return idx
     # the k-th set element lies after the unset ones u with u - (their rank) <= k
     return idx + np.searchsorted(unset - np.arange(len(unset)), idx, side="right")
+
+
+def _top_counts_sorted(
+    doc: np.ndarray,
+    doc_key: np.ndarray,
+    g: np.ndarray,
+    same: np.ndarray,
+    csum: np.ndarray,
+    n: int,
+    ndocs: int,
+) -> np.ndarray:
+    """Per text, the largest (occurrences x characters) over the n-grams that occur at least
+    twice, keys (text, top 44 bits of g) grouped with an argsort; the characters are those of the
+    group's first n-gram in that order."""
+    out = np.zeros(ndocs)
+    key = (doc_key[: len(g)] | (g >> np.uint64(DOC_BITS)))[same]
+    order = np.argsort(key)
+    skey = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
+    run_len = np.diff(np.concatenate([starts, [len(skey)]]))
+    many = run_len >= 2
+    if many.any():
+        first = _positions(same, order[starts[many]])
+        value = run_len[many] * (csum[first + n] - csum[first])
+        run_doc = doc[first]
+        seg = np.flatnonzero(np.concatenate([[True], run_doc[1:] != run_doc[:-1]]))
+        out[run_doc[seg]] = np.maximum.reduceat(value, seg)
+    return out
+
+
+def _top_counts(
+    doc: np.ndarray,
+    doc_key: np.ndarray,
+    g: np.ndarray,
+    same: np.ndarray,
+    csum: np.ndarray,
+    n: int,
+    ndocs: int,
+) -> np.ndarray | None:
+    """``_top_counts_sorted`` without an argsort: the key and the n-gram's characters packed in
+    one integer, sorted by value. None when some key holds n-grams of different lengths (which of
+    them counts then depends on the argsort order), or the batch is too large to pack."""
+    doc_bits = max(1, (ndocs - 1).bit_length())
+    char_bits = 64 - (64 - DOC_BITS) - doc_bits
+    if char_bits < 8:
+        return None
+    m = len(g)
+    chars = csum[n : n + m] - csum[:m]
+    limit = (1 << char_bits) - 1
+    if chars.max(initial=0) >= limit:
+        return None
+    shift = np.uint64(char_bits)
+    packed = (
+        (doc[:m].astype(np.uint64) << np.uint64(64 - doc_bits))
+        | ((g >> np.uint64(DOC_BITS)) << shift)
+        | chars.astype(np.uint64)
+    )[same]
+    packed.sort()
+    equal = packed[1:] == packed[:-1]
+    key = packed >> shift
+    if np.count_nonzero(key[1:] == key[:-1]) != np.count_nonzero(equal):
+        return None
+    out = np.zeros(ndocs)
+    at = np.flatnonzero(equal)  # the second and later members of every repeated group
+    if not len(at):
+        return out
+    first = np.flatnonzero(np.concatenate([[True], at[1:] != at[:-1] + 1]))
+    count = np.diff(np.concatenate([first, [len(at)]])) + 1
+    value = packed[at[first]]
+    group_doc = (value >> np.uint64(64 - doc_bits)).astype(np.int64)
+    group_value = count * (value & np.uint64(limit)).astype(np.int64)
+    seg = np.flatnonzero(np.concatenate([[True], group_doc[1:] != group_doc[:-1]]))
+    out[group_doc[seg]] = np.maximum.reduceat(group_value, seg)
+    return out
+
+
+def _repeated_cover(key: np.ndarray, same: np.ndarray, n: int, units: int) -> np.ndarray | None:
+    """bool per unit: inside an n-gram (of one text) whose key occurs at least twice; None when
+    no key repeats."""
+    keys = key[same]
+    ordered = np.sort(keys)
+    dup = ordered[1:][ordered[1:] == ordered[:-1]]
+    if not len(dup):
+        return None
+    repeated = np.unique(dup)
+    # only the n-grams of texts with a repeated key are looked up
+    doc = keys >> np.uint64(64 - DOC_BITS)
+    texts = np.zeros(int(doc[-1]) + 1, dtype=bool)
+    texts[(repeated >> np.uint64(64 - DOC_BITS)).astype(np.int64)] = True
+    look = np.flatnonzero(texts[doc.astype(np.int64)])
+    hit = np.minimum(np.searchsorted(repeated, keys[look]), len(repeated) - 1)
+    first_pos = np.flatnonzero(same)[look[repeated[hit] == keys[look]]]
+    size = units + n
+    delta = np.bincount(first_pos, minlength=size) - np.bincount(first_pos + n, minlength=size)
+    return np.cumsum(delta)[:units] > 0
 
 
 def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
@@ -194,26 +288,15 @@ def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
                 continue
             g = _gram_hashes(hashes, mixed, n)  # hash of units i .. i+n-1, for every i < m
             same = doc[:m] == doc[n - 1 : n - 1 + m]  # n-grams inside one text
-            key = (doc_key[:m] | (g >> np.uint64(DOC_BITS)))[same]
-            order = np.argsort(key)
-            skey = key[order]
-            starts = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
-            run_len = np.diff(np.concatenate([starts, [len(skey)]]))
             if n == DUP_N:
-                first_pos = _positions(same, order[np.repeat(run_len, run_len) >= 2])
-                size = units + n
-                delta = np.bincount(first_pos, minlength=size) - np.bincount(first_pos + n, minlength=size)
-                covered = np.cumsum(delta)[:units] > 0
-                dup_cover = np.bincount(doc[covered], weights=lens[covered], minlength=ndocs)
+                covered = _repeated_cover(doc_key[:m] | (g >> np.uint64(DOC_BITS)), same, n, units)
+                if covered is not None:
+                    dup_cover = np.bincount(doc[covered], weights=lens[covered], minlength=ndocs)
                 continue
-            many = run_len >= 2
-            if not many.any():
-                continue
-            first = _positions(same, order[starts[many]])
-            value = run_len[many] * (csum[first + n] - csum[first])
-            run_doc = doc[first]
-            seg = np.flatnonzero(np.concatenate([[True], run_doc[1:] != run_doc[:-1]]))
-            out_top[n][run_doc[seg]] = np.maximum.reduceat(value, seg)
+            top = _top_counts(doc, doc_key, g, same, csum, n, ndocs)
+            if top is None:  # n-grams of different lengths share a key: group as before
+                top = _top_counts_sorted(doc, doc_key, g, same, csum, n, ndocs)
+            out_top[n] = top
     with np.errstate(divide="ignore", invalid="ignore"):
         for n in TOP_NS:
             out[f"top_{n}gram"][owners] = np.where(total_chars > 0, out_top[n] / total_chars, 0.0)

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import operator
 import re
 import threading
 import unicodedata
 from collections.abc import Sequence
 from functools import cached_property, lru_cache
+from itertools import repeat
 
 import numpy as np
 
@@ -229,19 +231,15 @@ def batch_chars(texts: Sequence[str]) -> BatchChars:
     last = _last_batch[0] if _last_batch else None
     if last is not None:
         old = last.texts
-        if len(old) == len(texts) and all(a is b for a, b in zip(old, texts, strict=True)):
+        if len(old) == len(texts) and all(map(operator.is_, old, texts)):
             return last
         if len(texts) < len(old):
-            keep = np.zeros(len(old), dtype=bool)
-            j = 0
-            for t in texts:
-                while j < len(old) and old[j] is not t:
-                    j += 1
-                if j == len(old):
-                    break
-                keep[j] = True
-                j += 1
-            else:
+            # the old texts are alive (held by ``last``): no other object can have their ids
+            where = {id(t): i for i, t in enumerate(old)}
+            index = np.fromiter(map(where.get, map(id, texts), repeat(-1)), dtype=np.int64, count=len(texts))
+            if len(index) and index.min() >= 0 and (len(index) < 2 or (np.diff(index) > 0).all()):
+                keep = np.zeros(len(old), dtype=bool)
+                keep[index] = True
                 out = last.subset(keep, texts)
                 _last_batch[:] = [out]
                 return out

@@ -463,27 +463,28 @@ def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | Non
         return list(texts)
     convert = _converter(config).convert  # type: ignore[attr-defined]
     pieces: list[list[str] | None] = []
+    where: list[list[int]] = []  # per text, the segments to convert
     todo: list[str] = []
     for i, text in enumerate(texts):
         han = has_han[i] if has_han is not None else HAN_ANY.search(text) is not None
         if not han:
             pieces.append(None)
+            where.append([])
             continue
         segs = _segments(text)
-        for k in range(0, len(segs), 2):
-            if HAN_ANY.search(segs[k]):
-                todo.append(segs[k])
+        # (a text of one segment holds Han: no need to look again)
+        convert_at = [0] if len(segs) == 1 else [k for k in range(0, len(segs), 2) if HAN_ANY.search(segs[k])]
+        todo += [segs[k] for k in convert_at]
         pieces.append(segs)
+        where.append(convert_at)
     converted = iter(_convert_all(todo, convert))
     out = []
-    for text, segs in zip(texts, pieces, strict=True):
+    for text, segs, convert_at in zip(texts, pieces, where, strict=True):
         if segs is None:
             out.append(text)
             continue
-        for k in range(0, len(segs), 2):
+        for k in convert_at:
             seg = segs[k]
-            if not HAN_ANY.search(seg):
-                continue
             done = next(converted)
             if (
                 done == seg
@@ -496,7 +497,7 @@ def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | Non
                 segs[k] = "".join(
                     p if j % 2 or not HAN_ANY.search(p) else convert(p) for j, p in enumerate(parts)
                 )
-        out.append("".join(segs))
+        out.append(segs[0] if len(segs) == 1 else "".join(segs))
     return out
 
 
@@ -743,36 +744,31 @@ class Normalize(MapStage):
         texts = [d.text for d in batch]
         flags = batch_flags(texts, p.opencc)
         quiet, context = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
-        prepared: list[tuple[str, dict[str, int], bool, bool] | None] = []
-        for text, f, q, c in zip(texts, flags, quiet, context, strict=True):
-            if q and (
-                not f & F_NONASCII or p.unicode_form != "NFC" or unicodedata.is_normalized("NFC", text)
-            ):
-                prepared.append(None)  # nothing to change
-            else:
-                prepared.append(norm.prepare(text, f if c else f & ~F_MARKS))
-        for i, x in enumerate(prepared):
-            if x is not None:
-                texts[i] = x[0]
-        todo = [i for i, x in enumerate(prepared) if x is not None and x[2] and x[3]]
-        converted = to_simplified_batch([texts[i] for i in todo], p.opencc, [True] * len(todo))
-        for i, text in zip(todo, converted, strict=True):
-            if text != texts[i]:
-                prepared[i][1]["opencc_changed"] = 1  # type: ignore[index]
-                texts[i] = text
-        out: list[StageResult] = []
+        nfc = p.unicode_form == "NFC"
+        work = [
+            i
+            for i, (text, f, q) in enumerate(zip(texts, flags, quiet, strict=True))
+            if not q or (f & F_NONASCII and nfc and not unicodedata.is_normalized("NFC", text))
+        ]  # the others: nothing to change
+        prepared = [norm.prepare(texts[i], flags[i] if context[i] else flags[i] & ~F_MARKS) for i in work]
+        todo = [k for k, x in enumerate(prepared) if x[2] and x[3]]
+        converted = to_simplified_batch([prepared[k][0] for k in todo], p.opencc, [True] * len(todo))
+        done = [x[0] for x in prepared]
+        for k, text in zip(todo, converted, strict=True):
+            if text != done[k]:
+                prepared[k][1]["opencc_changed"] = 1
+                done[k] = text
         totals: dict[str, int] = {}
         changed = 0
-        for doc, text, x in zip(batch, texts, prepared, strict=True):
-            if x is not None:
-                text = norm.finish(text)
-                if text != doc.text:
-                    changed += 1
-                    doc.text = text
-                for k, v in x[1].items():
-                    totals[k] = totals.get(k, 0) + v
-            out.append(doc if text else Drop(doc, "empty"))
+        for i, text, (_, events, _, _) in zip(work, done, prepared, strict=True):
+            text = norm.finish(text)
+            doc = batch[i]
+            if text != doc.text:
+                changed += 1
+                doc.text = text
+            for k, v in events.items():
+                totals[k] = totals.get(k, 0) + v
         ctx.stats.count("changed", changed)
         for k, v in totals.items():
             ctx.stats.count(k, v)
-        return out
+        return [doc if doc.text else Drop(doc, "empty") for doc in batch]

@@ -569,73 +569,92 @@ def batch_flags(texts: list[str], opencc: str = "off") -> list[int]:
 # Classes for the quiet-text test: after the always-folded characters are folded (position by
 # position), 1: Latin letter or digit, 2: neutral, 4: mark, 8: bracket, 16: whitespace a line
 # may end with (space, tab, U+3000), 32: any whitespace.
-Q_LATIN, Q_NEUTRAL, Q_MARK, Q_BRACKET, Q_TRAIL, Q_SPACE = (1 << i for i in range(6))
+Q_LATIN, Q_NEUTRAL, Q_MARK, Q_BRACKET, Q_TRAIL, Q_SPACE, Q_CJK, Q_LEAD = (1 << i for i in range(8))
 
 
 @lru_cache(maxsize=1)
 def _quiet_table() -> np.ndarray:
+    """uint8 Q_* classes of every code point. Latin, neutral, mark, bracket and CJK-or-full-width
+    as after the always-folded characters are folded (one character for one); Q_LEAD: a
+    character UTF-8 read as GBK starts with."""
     table = np.zeros(0x110000, dtype=np.uint8)
     bmp = "".join(map(chr, range(0x10000)))
-    folded = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), bmp)  # 1 for 1
+    folded = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), bmp)
     assert len(folded) == len(bmp)
     for flag, pattern in (
         (Q_LATIN, LATIN_ALNUM_RE),
         (Q_NEUTRAL, re.compile(f"[{NEUTRAL}]")),
         (Q_MARK, re.compile(f"[{_M}]")),
         (Q_BRACKET, re.compile(f"[{BRACKETS}]")),
+        (Q_CJK, CJK_OR_FULLWIDTH),
     ):
         table[[m.start() for m in pattern.finditer(folded)]] |= flag
+    table[0x20000:0x31350] |= Q_CJK  # Han beyond the BMP
     for c in " \t\u3000":
         table[ord(c)] |= Q_TRAIL
     table[[m.start() for m in re.finditer(r"\s", bmp)]] |= Q_SPACE
+    table[[m.start() for m in _utf8_as_gbk_lead().finditer(bmp)]] |= Q_LEAD
     return table
 
 
 def quiet_texts(
     texts: list[str], flags: list[int], strip_trailing_space: bool
-) -> tuple[list[bool], list[bool]]:
+) -> tuple[list[bool], list[int]]:
     """Per text: (steps 1-8 can change it at most by NFC, so it stays as it is when it is NFC;
-    step 6 may fold a mark or bracket in context).
+    its flags with F_MARKS cleared when step 6 cannot fold a mark or bracket in context and
+    F_GBK_LEAD cleared when no two such leads are close enough for UTF-8-read-as-GBK mojibake).
 
-    Needed: none of the characters steps 1-5 and 7 act on (flags), no always-folded character,
-    no bracket, no mark in a run of neutral characters and marks next to a Latin letter or digit
-    (which is what the context folding needs), no line ending in whitespace, no two newlines in a
-    row, no newline first and no whitespace last."""
+    Quiet: none of the characters steps 1-5 and 7 act on, no always-folded character, no
+    bracket, no mark that step 6 folds (a mark in a run of neutral characters and marks with a
+    Latin letter or digit on one side and no CJK or full-width character on the other, or in a
+    run too long to tell), no line ending in whitespace, no two newlines in a row, no newline
+    first and no whitespace last."""
     bc = batch_chars(texts)
     cps, starts = bc.cps, bc.starts
+    size = len(cps)
     q = _quiet_table()[cps]
     # step 8
     newline = cps == 0x0A
     newline[starts[1:] - 1] = False  # the joining "\n"
     pair = newline[1:] & (newline[:-1] | ((q[:-1] & Q_TRAIL) != 0 if strip_trailing_space else False))
-    loud = np.zeros(len(cps), dtype=bool)
+    loud = np.zeros(size, dtype=bool)
     loud[1:] = pair
     loud[starts[:-1]] |= newline[starts[:-1]]
     last = starts[1:] - 2
     ends_space = (q[np.maximum(last, 0)] & Q_SPACE) != 0
-    # step 6: marks in a run of neutral characters and marks (brackets count as neutral) next to
-    # a Latin letter or digit
+    # step 6: runs of neutral characters and marks (brackets count as neutral) holding a mark
     run = (q & (Q_NEUTRAL | Q_MARK | Q_BRACKET)) != 0
-    latin = (q & Q_LATIN) != 0
     begin = run.copy()
     begin[1:] &= ~run[:-1]
     label = np.cumsum(begin)  # run number of every position (valid where run)
     first = np.flatnonzero(begin)
     end = np.flatnonzero(run & np.concatenate([~run[1:], [True]]))
     with_mark = np.unique(label[(q & Q_MARK) != 0]) - 1
-    near = np.zeros(len(first), dtype=bool)
+    context = np.zeros(size, dtype=bool)
     if len(with_mark):
         s, e = first[with_mark], end[with_mark]
-        near[with_mark] = latin[np.maximum(s - 1, 0)] & (s > 0) | latin[np.minimum(e + 1, len(cps) - 1)]
-    context = np.zeros(len(cps), dtype=bool)
-    context[first[near]] = True
+        before = np.where(s > 0, q[np.maximum(s - 1, 0)], 0)
+        after = np.where(e + 1 < size, q[np.minimum(e + 1, size - 1)], 0)
+        fold = ((before & Q_LATIN) != 0) & ((after & Q_CJK) == 0)
+        fold |= ((after & Q_LATIN) != 0) & ((before & Q_CJK) == 0)
+        fold |= e - s + 1 > 64  # a long run: the bounded patterns may stop inside it
+        context[s[fold]] = True
     context = np.bitwise_or.reduceat(context, starts[:-1]) | (
         (np.bitwise_or.reduceat(q, starts[:-1]) & Q_BRACKET) != 0
     )
+    # step 2: two mojibake leads at most four characters apart
+    leads = np.flatnonzero((q & Q_LEAD) != 0)
+    close = np.zeros(size, dtype=bool)
+    close[leads[:-1][np.diff(leads) <= 4]] = True
+    close = np.bitwise_or.reduceat(close, starts[:-1])
     noisy = np.bitwise_or.reduceat(loud, starts[:-1]) | (ends_space & (last >= starts[:-1])) | context
     keep = F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC
-    quiet = [not (f & keep) and not loud for f, loud in zip(flags, noisy.tolist(), strict=True)]
-    return quiet, context.tolist()
+    adjusted = [
+        f & ~((0 if c else F_MARKS) | (0 if g else F_GBK_LEAD))
+        for f, c, g in zip(flags, context.tolist(), close.tolist(), strict=True)
+    ]
+    quiet = [not (f & keep) and not loud for f, loud in zip(adjusted, noisy.tolist(), strict=True)]
+    return quiet, adjusted
 
 
 class Normalizer:
@@ -743,14 +762,14 @@ class Normalize(MapStage):
         p = self.params
         texts = [d.text for d in batch]
         flags = batch_flags(texts, p.opencc)
-        quiet, context = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
+        quiet, flags = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
         nfc = p.unicode_form == "NFC"
         work = [
             i
             for i, (text, f, q) in enumerate(zip(texts, flags, quiet, strict=True))
             if not q or (f & F_NONASCII and nfc and not unicodedata.is_normalized("NFC", text))
         ]  # the others: nothing to change
-        prepared = [norm.prepare(texts[i], flags[i] if context[i] else flags[i] & ~F_MARKS) for i in work]
+        prepared = [norm.prepare(texts[i], flags[i]) for i in work]
         todo = [k for k, x in enumerate(prepared) if x[2] and x[3]]
         converted = to_simplified_batch([prepared[k][0] for k in todo], p.opencc, [True] * len(todo))
         done = [x[0] for x in prepared]

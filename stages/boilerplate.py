@@ -49,6 +49,7 @@ NAV_SEPARATORS = re.compile(
     f"\\s*[|｜丨¦•·»›]\\s*|\\s+[/>-]\\s+|[ \\t\\u3000]{{2,}}|\\u3000|(?<=[{CJK}]) (?=[{CJK}])"
 )
 NAV_SEPARATOR_HINT = re.compile(f"[|｜丨¦•·»›\\u3000]|\\s[/>-]\\s|[ \\t]{{2}}| (?<=[{CJK}] )(?=[{CJK}])")
+SYMBOL_CHARS = re.compile(r"[|｜丨¦•·»›/>-]")  # every SYMBOL_SEPARATORS match holds one
 # an item of a menu without a known nav word: words only, at least one letter
 NAV_ITEM = re.compile(r"(?=.*[^\W\d_])[\w &'.]+$")
 
@@ -141,6 +142,13 @@ class BoilerplateMatcher:
             raise RecipeError(f"boilerplate: a 're:' phrase is not a valid regular expression: {e}") from None
         self.phrases = sorted({key for cat in CATEGORIES[1:] for key in map(str.lower, lex[cat])})
         self.phrases = [k for k in self.phrases if not k.startswith("re:")]
+        self.nav_lookup = None  # an automaton of the [nav] words, unless Σ's two lower cases matter
+        if any(self.nav_words) and not any("σ" in w or "ς" in w for w in self.nav_words):
+            self.nav_lookup = ahocorasick.Automaton()
+            for w in self.nav_words:
+                if w:  # (an empty word never equals an item)
+                    self.nav_lookup.add_word(w, w)
+            self.nav_lookup.make_automaton()
         self.nav_run = re.compile(f"[^\\s|｜丨¦•·»›]{{{p.nav_max_item_chars + 1}}}")
 
     def hits(self, text: str) -> list[tuple[int, int, str, str]]:
@@ -167,6 +175,14 @@ class BoilerplateMatcher:
         # every separator holds whitespace or a symbol separator: a longer run of other characters
         # lies inside one item, which is then too long
         if self.nav_run.search(line):
+            return False
+        # without a [nav] word (a [nav] item lower-cased is a piece of the lower-cased line) a menu
+        # needs nav_min_items_without_word items, so that many symbol separators less one
+        if (
+            self.nav_lookup is not None
+            and next(self.nav_lookup.iter(line.lower()), None) is None
+            and len(SYMBOL_CHARS.findall(line)) < p.nav_min_items_without_word - 1
+        ):
             return False
         items = [s for s in NAV_SEPARATORS.split(line) if s]
         if len(items) < p.nav_min_items or any(len(s) > p.nav_max_item_chars for s in items):

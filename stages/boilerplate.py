@@ -239,7 +239,7 @@ class BatchPrefilter:
     """What ``BoilerplateMatcher.categories`` would find, narrowed for a batch with numpy.
 
     Lexicon: a text can only hold a phrase (in its lower-cased form) when it holds every
-    character of it (counted with one small matrix product per batch). Characters whose lower
+    character of it. Characters whose lower
     case is several characters or depends on the context (Σ), and characters beyond the BMP, send
     their text down the exact path; so do all texts when the lexicon has "re:" phrases.
     Menu separators: the positions where NAV_SEPARATOR_HINT can start a match; the lines holding
@@ -267,10 +267,7 @@ class BatchPrefilter:
             self.column[ord("Σ")] = self.force
         self.phrase_columns = [np.array(sorted({index[c] for c in ph}), dtype=np.int64) for ph in phrases]
         self.always = has_regex or any(not ph for ph in phrases)  # no prefilter for the lexicon
-        self.incidence = np.zeros((len(chars) + 1, len(phrases)), dtype=np.float32)
-        for j, cols in enumerate(self.phrase_columns):
-            self.incidence[cols, j] = 1.0
-        self.needed = np.array([len(cols) for cols in self.phrase_columns], dtype=np.float32)
+        self.phrase_columns = [c.tolist() for c in self.phrase_columns]
         # 1 symbol separator, 2 "/", ">" or "-", 4 space or tab, 8 whitespace, 16 CJK
         kind = np.zeros(0x110000, dtype=np.uint8)
         for c in "|｜丨¦•·»›\u3000":
@@ -302,14 +299,13 @@ class BatchPrefilter:
             at = np.flatnonzero(col >= 0)
             present = np.zeros((n, self.force + 1), dtype=bool)
             present[bc.doc[at], col[at]] = True
-            # characters of each phrase a text holds, against the phrase's number of characters
-            # (only for the phrases whose characters all occur somewhere in the batch)
-            anywhere = present.any(axis=0).astype(np.float32)
-            phrases = np.flatnonzero(anywhere @ self.incidence >= self.needed)
+            # only phrases whose characters all occur somewhere in the batch need a look (no
+            # matrix product: BLAS threads would spin on the cores the next stages need)
+            anywhere = present.any(axis=0).tolist()
             may_hit = present[:, self.force].copy()
-            if len(phrases):
-                held = present.astype(np.float32) @ self.incidence[:, phrases]
-                may_hit |= (held >= self.needed[phrases]).any(axis=1)
+            for cols in self.phrase_columns:
+                if all(anywhere[c] for c in cols):
+                    may_hit |= present[:, cols].all(axis=1)
         # menu separators: every position where one of NAV_SEPARATOR_HINT's branches matches
         kind = self.kind[cps]
         kind[starts[1:] - 1] = 0  # the joining "\n" belongs to no text

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
@@ -42,8 +43,14 @@ MOJIBAKE_TRIGGERS = ("锟斤拷", "烫烫烫烫", "屯屯屯屯", "\u00c2", "\u0
 MOJIBAKE_LITERALS = re.compile(
     "(?:锟斤拷|烫烫烫烫+|屯屯屯屯+|[\u00c2\u00c3][\u0080-\u00bf]|\u00e2\u20ac[\u0080-\u00bf\u2018-\u201e\u2122]?)+"
 )
-# the first character of every trigger: a text without any holds no trigger
-TRIGGER_FIRST = np.array(sorted({ord(t[0]) for t in MOJIBAKE_TRIGGERS}), dtype=np.uint32)
+
+
+@lru_cache(maxsize=1)
+def _trigger_table() -> np.ndarray:
+    """bool per code point: the first character of a trigger (a text without any holds none)."""
+    table = np.zeros(0x110000, dtype=bool)
+    table[[ord(t[0]) for t in MOJIBAKE_TRIGGERS]] = True
+    return table
 
 
 def garbled_columns(texts: list[str]) -> Columns:
@@ -60,7 +67,7 @@ def garbled_columns(texts: list[str]) -> Columns:
     lead = np.where(distinct_leads >= MIN_DISTINCT_LEADS, lead, 0)  # 恁恁恁 is a refrain, not mojibake
     n = bc.lengths
     moji = np.zeros(len(texts), dtype=np.float64)
-    suspects = np.unique(doc[np.isin(cps, TRIGGER_FIRST)])
+    suspects = np.unique(doc[_trigger_table()[cps]])
     for i in suspects.tolist():
         text = texts[i]
         if any(t in text for t in MOJIBAKE_TRIGGERS):

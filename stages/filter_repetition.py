@@ -150,6 +150,17 @@ def line_columns(bc: BatchChars, texts: Sequence[str], which: np.ndarray, min_li
     out = {key: np.zeros(n) for key in LINE_KEYS}
     if not which.any():
         return out
+    chosen_texts = np.flatnonzero(which)
+    if len(chosen_texts) < n:  # work on the chosen texts only
+        sub = line_columns(
+            bc.subset(which, [texts[i] for i in chosen_texts]),
+            [texts[i] for i in chosen_texts],
+            np.ones(len(chosen_texts), dtype=bool),
+            min_line_chars,
+        )
+        for key in LINE_KEYS:
+            out[key][chosen_texts] = sub[key]
+        return out
     cps, starts = bc.cps, bc.starts
     # lines: up to every "\n" (the joining one ends a text's last line)
     newline = np.flatnonzero(cps == 0x0A)
@@ -296,35 +307,35 @@ def _top_counts_sorted(
 
 def _top_counts(
     doc: np.ndarray,
-    doc_key: np.ndarray,
+    doc_high: np.ndarray,
+    doc_bits: int,
     g: np.ndarray,
     same: np.ndarray,
     csum: np.ndarray,
     n: int,
     ndocs: int,
 ) -> np.ndarray | None:
-    """``_top_counts_sorted`` without an argsort: the key and the n-gram's characters packed in
-    one integer, sorted by value. None when some key holds n-grams of different lengths (which of
-    them counts then depends on the argsort order), or the batch is too large to pack."""
-    doc_bits = max(1, (ndocs - 1).bit_length())
+    """``_top_counts_sorted`` without an argsort: text (``doc_high``: the text index in the top
+    ``doc_bits`` bits), key and the n-gram's characters packed in one integer, sorted by value.
+    None when some key holds n-grams of different lengths (which of them counts then depends on
+    the argsort order), or the characters do not fit."""
     char_bits = 64 - (64 - DOC_BITS) - doc_bits
     if char_bits < 8:
         return None
     m = len(g)
-    chars = csum[n : n + m] - csum[:m]
-    limit = (1 << char_bits) - 1
+    chars = csum[n : n + m] - csum[:m]  # uint64
+    limit = np.uint64((1 << char_bits) - 1)
     if chars.max(initial=0) >= limit:
         return None
-    shift = np.uint64(char_bits)
-    packed = (
-        (doc[:m].astype(np.uint64) << np.uint64(64 - doc_bits))
-        | ((g >> np.uint64(DOC_BITS)) << shift)
-        | chars.astype(np.uint64)
-    )[same]
+    packed = g >> np.uint64(DOC_BITS)
+    packed <<= np.uint64(char_bits)
+    packed |= doc_high[:m]
+    packed |= chars
+    packed = packed[same]
     packed.sort()
-    equal = packed[1:] == packed[:-1]
-    key = packed >> shift
-    if np.count_nonzero(key[1:] == key[:-1]) != np.count_nonzero(equal):
+    step = packed[1:] ^ packed[:-1]
+    equal = step == 0
+    if np.count_nonzero(step <= limit) != np.count_nonzero(equal):  # same key, other length
         return None
     out = np.zeros(ndocs)
     at = np.flatnonzero(equal)  # the second and later members of every repeated group
@@ -334,7 +345,7 @@ def _top_counts(
     count = np.diff(np.concatenate([first, [len(at)]])) + 1
     value = packed[at[first]]
     group_doc = (value >> np.uint64(64 - doc_bits)).astype(np.int64)
-    group_value = count * (value & np.uint64(limit)).astype(np.int64)
+    group_value = count * (value & limit).astype(np.int64)
     seg = np.flatnonzero(np.concatenate([[True], group_doc[1:] != group_doc[:-1]]))
     out[group_doc[seg]] = np.maximum.reduceat(group_value, seg)
     return out
@@ -385,26 +396,36 @@ def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
     han_units = np.bincount(doc, weights=is_han, minlength=ndocs) / per_doc[keep_doc]
     total_chars = np.bincount(doc, weights=lens, minlength=ndocs)
     csum = np.concatenate([[0], np.cumsum(lens)])
+    csum_u = csum.astype(np.uint64)
     out_top = {n: np.zeros(ndocs) for n in TOP_NS}
     dup_cover = np.zeros(ndocs)
     units = len(ids)
+    # first unit of every text but the first: an n-gram starting less than n units before one
+    # spans two texts
+    boundary = np.flatnonzero(doc[1:] != doc[:-1]) + 1
+    doc_bits = max(1, (ndocs - 1).bit_length())
+    doc_u = doc.astype(np.uint64)
+    doc_high = doc_u << np.uint64(64 - doc_bits)
     with np.errstate(over="ignore"):
         mixed = ids * _MIX + np.uint64(0x9E3779B97F4A7C15)  # spread small ids (code points)
-        doc_key = doc.astype(np.uint64) << np.uint64(64 - DOC_BITS)
         hashes: dict[int, np.ndarray] = {}
         for n in (*TOP_NS, DUP_N):
             m = units - n + 1
             if m <= 0:
                 continue
             g = _gram_hashes(hashes, mixed, n)  # hash of units i .. i+n-1, for every i < m
-            same = doc[:m] == doc[n - 1 : n - 1 + m]  # n-grams inside one text
+            same = np.ones(m, dtype=bool)  # n-grams inside one text
+            cross = (boundary[:, None] - np.arange(1, n)).ravel()
+            same[cross[(cross >= 0) & (cross < m)]] = False
             if n == DUP_N:
-                covered = _repeated_cover(doc_key[:m] | (g >> np.uint64(DOC_BITS)), same, n, units)
+                key = (doc_u[:m] << np.uint64(64 - DOC_BITS)) | (g >> np.uint64(DOC_BITS))
+                covered = _repeated_cover(key, same, n, units)
                 if covered is not None:
                     dup_cover = np.bincount(doc[covered], weights=lens[covered], minlength=ndocs)
                 continue
-            top = _top_counts(doc, doc_key, g, same, csum, n, ndocs)
+            top = _top_counts(doc, doc_high, doc_bits, g, same, csum_u, n, ndocs)
             if top is None:  # n-grams of different lengths share a key: group as before
+                doc_key = doc_u << np.uint64(64 - DOC_BITS)
                 top = _top_counts_sorted(doc, doc_key, g, same, csum, n, ndocs)
             out_top[n] = top
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -268,6 +268,8 @@ class BatchPrefilter:
         self.phrase_columns = [np.array(sorted({index[c] for c in ph}), dtype=np.int64) for ph in phrases]
         self.always = has_regex or any(not ph for ph in phrases)  # no prefilter for the lexicon
         self.phrase_columns = [c.tolist() for c in self.phrase_columns]
+        self.narrow: np.ndarray | None = None  # the column table after the first batch
+        self.narrow_columns: list[list[int]] = []
         # 1 symbol separator, 2 "/", ">" or "-", 4 space or tab, 8 whitespace, 16 CJK
         kind = np.zeros(0x110000, dtype=np.uint8)
         for c in "|｜丨¦•·»›\u3000":
@@ -280,6 +282,22 @@ class BatchPrefilter:
         kind[[m.start() for m in CJK_RE.finditer(bmp)]] |= 16
         kind[0x20000:0x31350] |= 16
         self.kind = kind
+
+    def _narrow(self, docs_with: np.ndarray) -> None:
+        """After the first batch: keep, for each phrase, the two characters fewest texts held (a
+        text holding the phrase holds them too), so later batches look at fewer positions."""
+        keep: dict[int, int] = {}
+        narrow_columns = []
+        for cols in self.phrase_columns:
+            rare = sorted(cols, key=lambda c: (docs_with[c], c))[:2]
+            narrow_columns.append([keep.setdefault(c, len(keep)) for c in rare])
+        if len(keep) >= self.force:
+            return
+        remap = np.full(self.force + 1, -1, dtype=np.int32)
+        remap[list(keep)] = list(keep.values())
+        remap[self.force] = self.force
+        self.narrow_columns = narrow_columns
+        self.narrow = np.where(self.column >= 0, remap[self.column], -1).astype(np.int32)
 
     @classmethod
     def of(cls, phrases: list[str], has_regex: bool) -> BatchPrefilter:
@@ -295,17 +313,23 @@ class BatchPrefilter:
         if self.always or not self.phrase_columns:
             may_hit = np.full(n, self.always)
         else:
-            col = self.column[cps]
+            column = self.column if self.narrow is None else self.narrow
+            col = column[cps]
             at = np.flatnonzero(col >= 0)
-            present = np.zeros((n, self.force + 1), dtype=bool)
-            present[bc.doc[at], col[at]] = True
+            width = self.force + 1
+            present = np.zeros(n * width, dtype=bool)
+            present[bc.doc[at] * width + col[at]] = True
+            present = present.reshape(n, width)
             # only phrases whose characters all occur somewhere in the batch need a look (no
             # matrix product: BLAS threads would spin on the cores the next stages need)
             anywhere = present.any(axis=0).tolist()
             may_hit = present[:, self.force].copy()
-            for cols in self.phrase_columns:
+            columns = self.phrase_columns if self.narrow is None else self.narrow_columns
+            for cols in columns:
                 if all(anywhere[c] for c in cols):
                     may_hit |= present[:, cols].all(axis=1)
+            if self.narrow is None:
+                self._narrow(present.sum(axis=0))
         # menu separators: every position where one of NAV_SEPARATOR_HINT's branches matches
         kind = self.kind[cps]
         kind[starts[1:] - 1] = 0  # the joining "\n" belongs to no text
@@ -323,10 +347,12 @@ class BatchPrefilter:
         spanning = np.zeros(len(cps), dtype=bool)
         spanning[:-2] = mid[:-2] & (newline[:-2] | newline[2:])
         at = np.flatnonzero(start)
-        doc = np.searchsorted(starts, at, side="right") - 1
+        doc = bc.doc[at]
         nl = np.flatnonzero(newline)
         line = np.searchsorted(nl, at) - np.searchsorted(nl, starts[doc])
-        pairs = np.unique((doc << 32) | line)  # (text, line) with a separator, sorted
+        pairs = (doc << 32) | line  # (text, line) with a separator, in order
+        if len(pairs):
+            pairs = pairs[np.concatenate([[True], pairs[1:] != pairs[:-1]])]
         cut = np.searchsorted(pairs >> 32, np.arange(n + 1)).tolist()
         lines = (pairs & 0xFFFFFFFF).tolist()
         unsure = set(np.unique(bc.doc[np.flatnonzero(spanning)]).tolist())

@@ -84,6 +84,24 @@ SHELL_HINTS = (
     "WGET",
     "iwr",
 )
+
+
+@lru_cache(maxsize=1)
+def _shell_hints() -> object:
+    import ahocorasick
+
+    automaton = ahocorasick.Automaton()
+    for k in SHELL_HINTS:
+        automaton.add_word(k, k)
+    automaton.make_automaton()
+    return automaton
+
+
+def _has_shell_hint(text: str) -> bool:
+    """``any(k in text for k in SHELL_HINTS)`` in one automaton pass."""
+    return next(_shell_hints().iter(text), None) is not None  # type: ignore[attr-defined]
+
+
 LONG_TOKEN = re.compile(r"[!-~]{40}")
 BASE64_LINE_HINT = re.compile(r"\n[A-Za-z0-9+/]{40}")
 BASE64_LINE = r"[A-Za-z0-9+/]{40,}={0,2}"
@@ -198,13 +216,9 @@ class HostileContent(MapStage):
                 text = HEX_ESCAPES.sub(counted("hex"), text)
         if text is not before:
             hints = ALL_HINTS
-        if p.remove_shell and hints & (H_LETTER | H_COLON) and any(k in text for k in SHELL_HINTS):
+        if p.remove_shell and hints & (H_LETTER | H_COLON) and _has_shell_hint(text):
             lines = text.split("\n")
-            kept = [
-                line
-                for line in lines
-                if not (any(k in line for k in SHELL_HINTS) and SHELL_PAYLOAD.search(line))
-            ]
+            kept = [line for line in lines if not (_has_shell_hint(line) and SHELL_PAYLOAD.search(line))]
             if len(kept) != len(lines):
                 removed["shell"] = removed.get("shell", 0) + len(lines) - len(kept)
                 text = "\n".join(kept)

@@ -629,7 +629,9 @@ def quiet_texts(
     label = np.cumsum(begin)  # run number of every position (valid where run)
     first = np.flatnonzero(begin)
     end = np.flatnonzero(run & np.concatenate([~run[1:], [True]]))
-    with_mark = np.unique(label[(q & Q_MARK) != 0]) - 1
+    marked = np.zeros(len(first) + 1, dtype=bool)
+    marked[label[(q & Q_MARK) != 0]] = True
+    with_mark = np.flatnonzero(marked[1:])
     context = np.zeros(size, dtype=bool)
     if len(with_mark):
         s, e = first[with_mark], end[with_mark]

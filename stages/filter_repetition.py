@@ -33,7 +33,7 @@ import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import ALNUM, HAN_MASK, SPACE, BatchChars, batch_chars, full_class_table
+from stages._charclass import ALNUM, HAN_MASK, batch_chars, full_class_table
 from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows
 
 TOP_NS = (2, 3, 4)
@@ -73,127 +73,6 @@ def line_scores(text: str, min_line_chars: int = 5) -> dict[str, float]:
         "dup_para_share": dp,
         "dup_para_char_share": dpc,
     }
-
-
-def _piece_shares(
-    bc: BatchChars,
-    texts: Sequence[str],
-    begin: np.ndarray,
-    end: np.ndarray,
-    doc: np.ndarray,
-    min_chars: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_dup_shares`` of every text's pieces, vectorised: pieces [begin, end) of the joined code
-    points (in text order, ``doc`` their text), stripped of whitespace, kept from ``min_chars``
-    characters on. Returns per text (dup share, dup char share, pieces). Pieces are grouped by a
-    cheap hash and every group is checked against the strings themselves; a text where the hash
-    put different strings together gets -1 pieces (the caller then scores it as before)."""
-    n = len(texts)
-    cps, starts = bc.cps, bc.starts
-    other = bc.cls != SPACE
-    index = np.arange(len(cps))
-    # first non-space at or after, last non-space at or before every position
-    nxt = np.minimum.accumulate(np.where(other, index, len(cps))[::-1])[::-1]
-    prv = np.maximum.accumulate(np.where(other, index, -1))
-    first = nxt[begin]
-    last = prv[np.maximum(end - 1, 0)]
-    size = np.where(end > begin, np.maximum(last - first + 1, 0), 0)
-    keep = size >= min_chars
-    first, last, size, doc = first[keep], last[keep], size[keep], doc[keep]
-    first = np.where(size > 0, first, 0)  # an empty piece: the empty string at 0
-    last = np.where(size > 0, last, -1)
-    pieces = np.bincount(doc, minlength=n)
-    chars = np.bincount(doc, weights=size, minlength=n)
-    dup = np.zeros(n, dtype=np.int64)
-    dup_chars = np.zeros(n, dtype=np.int64)
-    if len(doc) > 1:
-        with np.errstate(over="ignore"):
-            c = cps.astype(np.uint64)
-            s1 = np.concatenate([[np.uint64(0)], np.cumsum(c)])
-            s2 = np.concatenate([[np.uint64(0)], np.cumsum(c * index.astype(np.uint64))])
-            sum1 = s1[last + 1] - s1[first]
-            sum2 = (s2[last + 1] - s2[first]) - first.astype(np.uint64) * sum1
-            key = (
-                sum1 * np.uint64(0x9E3779B97F4A7C15)
-                ^ sum2 * np.uint64(0xC2B2AE3D27D4EB4F)
-                ^ size.astype(np.uint64) * np.uint64(0x165667B19E3779F9)
-                ^ doc.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
-            )
-        order = np.argsort(key, kind="stable")
-        skey = key[order]
-        head = np.flatnonzero(np.concatenate([[True], skey[1:] != skey[:-1]]))
-        run = np.diff(np.concatenate([head, [len(skey)]]))
-        many = run >= 2
-        for h, k in zip(head[many].tolist(), run[many].tolist(), strict=True):
-            members = order[h : h + k].tolist()
-            owners = {int(doc[m]) for m in members}
-            strings = {
-                texts[d][first[m] - starts[d] : last[m] + 1 - starts[d]] if size[m] else ""
-                for m in members
-                for d in (int(doc[m]),)
-            }
-            if len(owners) > 1 or len(strings) > 1:
-                pieces[list(owners)] = -1
-                continue
-            d = owners.pop()
-            dup[d] += k - 1
-            dup_chars[d] += (k - 1) * int(size[members[0]])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(pieces > 0, dup / np.maximum(pieces, 1), 0.0)
-        char_share = np.where(chars > 0, dup_chars / np.where(chars > 0, chars, 1), 0.0)
-    return share, char_share, pieces
-
-
-def line_columns(bc: BatchChars, texts: Sequence[str], which: np.ndarray, min_line_chars: int) -> Columns:
-    """``line_scores`` of the texts where ``which`` is set (zeros elsewhere), vectorised."""
-    n = len(texts)
-    out = {key: np.zeros(n) for key in LINE_KEYS}
-    if not which.any():
-        return out
-    chosen_texts = np.flatnonzero(which)
-    if len(chosen_texts) < n:  # work on the chosen texts only
-        sub = line_columns(
-            bc.subset(which, [texts[i] for i in chosen_texts]),
-            [texts[i] for i in chosen_texts],
-            np.ones(len(chosen_texts), dtype=bool),
-            min_line_chars,
-        )
-        for key in LINE_KEYS:
-            out[key][chosen_texts] = sub[key]
-        return out
-    cps, starts = bc.cps, bc.starts
-    # lines: up to every "\n" (the joining one ends a text's last line)
-    newline = np.flatnonzero(cps == 0x0A)
-    begin = np.concatenate([[0], newline[:-1] + 1])
-    line_doc = bc.doc[newline]
-    chosen = which[line_doc]
-    dl, dlc, lines = _piece_shares(
-        bc, texts, begin[chosen], newline[chosen], line_doc[chosen], min_line_chars
-    )
-    # paragraphs: what split("\n\n") leaves after strip() is the text cut at runs of two or
-    # more newlines
-    nl = cps == 0x0A
-    nl[starts[1:] - 1] = False  # not the joining "\n"
-    prev_nl = np.concatenate([[False], nl[:-1]])
-    next_nl = np.concatenate([nl[1:], [False]])
-    run_start = np.flatnonzero(nl & next_nl & ~prev_nl)
-    run_end = np.flatnonzero(nl & prev_nl & ~next_nl) + 1
-    begin = np.sort(np.concatenate([starts[:-1], run_end]))
-    end = np.sort(np.concatenate([starts[1:] - 1, run_start]))
-    para_doc = bc.doc[begin]
-    chosen = which[para_doc]
-    dp, dpc, paras = _piece_shares(bc, texts, begin[chosen], end[chosen], para_doc[chosen], 1)
-    for i in np.flatnonzero(which).tolist():
-        if lines[i] < 0 or paras[i] < 0:  # a hash collision: as before
-            for key, value in line_scores(texts[i], min_line_chars).items():
-                out[key][i] = value
-            continue
-        out["dup_line_share"][i] = dl[i]
-        out["dup_line_char_share"][i] = dlc[i]
-        if paras[i] > 1:
-            out["dup_para_share"][i] = dp[i]
-            out["dup_para_char_share"][i] = dpc[i]
-    return out
 
 
 @lru_cache(maxsize=1)
@@ -488,8 +367,11 @@ class FilterRepetition(CleaningFilter):
         cols = ngram_columns(texts, p.min_units)
         bc = batch_chars(texts)
         newlines = np.bincount(bc.doc[bc.cps == 10], minlength=len(texts)) - 1  # not the joining "\n"
-        which = newlines + 1 >= p.min_lines  # cheap bound on non-empty lines
-        cols.update(line_columns(bc, texts, which, p.min_line_chars))
+        for key in LINE_KEYS:
+            cols[key] = np.zeros(len(texts))
+        for i in np.flatnonzero(newlines + 1 >= p.min_lines).tolist():  # cheap bound on non-empty lines
+            for key, value in line_scores(texts[i], p.min_line_chars).items():
+                cols[key][i] = value
         return cols
 
     def may_drop(self, cols: Columns) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
-from stages._charclass import batch_chars, count_per_text, flags_per_text
+from stages._charclass import batch_chars, count_per_text, flags_per_text, mostly_wide
 from stages._lines import tidy
 
 SCRIPT = re.compile(
@@ -228,7 +228,14 @@ class HostileContent(MapStage):
         out: list[StageResult] = []
         removed: dict[str, int] = {}
         changed = 0
-        hints = text_hints([d.text for d in batch]) if batch else []
+        texts = [d.text for d in batch]
+        wide = mostly_wide(texts)
+        if wide is None:
+            hints = text_hints(texts) if batch else []
+        else:  # ASCII-only texts take every check
+            hints = [ALL_HINTS] * len(texts)
+            for i, h in zip(wide, text_hints([texts[i] for i in wide]) if wide else [], strict=True):
+                hints[i] = h
         for doc, h in zip(batch, hints, strict=True):
             if not h:
                 out.append(doc if doc.text else Drop(doc, "hostile_only"))

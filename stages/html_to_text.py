@@ -23,14 +23,10 @@ import html
 import re
 from dataclasses import dataclass
 from email.message import Message
-from functools import lru_cache
 from typing import Literal
-
-import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
-from stages._charclass import batch_chars, count_per_text
 
 HEADER_LINE = re.compile(r"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'; then ':'
 MALFORMED_HEADER_LINES = 2  # tolerated inside a header block (">Received: ..." from broken relays)
@@ -240,10 +236,9 @@ class HtmlToText(MapStage):
         mode = self.params.mode
         out: list[StageResult] = []
         counts: dict[str, int] = {}
-        prefilter = mode == "auto" and self.params.html_min_tags >= 1 and batch
-        maybe = may_be_markup([d.text for d in batch]) if prefilter else [True] * len(batch)
-        for doc, markup in zip(batch, maybe, strict=True):
-            if mode == "off" or not markup:
+        prefilter = mode == "auto" and self.params.html_min_tags >= 1
+        for doc in batch:
+            if mode == "off" or (prefilter and not may_be_markup(doc.text)):
                 out.append(doc)
                 continue
             if mode == "email" or (mode == "auto" and looks_like_email(doc.text)):
@@ -265,32 +260,19 @@ class HtmlToText(MapStage):
         return out
 
 
-@lru_cache(maxsize=1)
-def _markup_tables() -> tuple[np.ndarray, np.ndarray]:
-    """(bool per code point: "<"; bool per code point: a character a header line can start with,
-    i.e. HEADER_LINE's [!-9;-~], or "F" of an mbox "From " line)."""
-    lt = np.zeros(0x110000, dtype=bool)
-    lt[ord("<")] = True
-    head = np.zeros(0x110000, dtype=bool)
-    head[[c for c in range(0x21, 0x7F) if c != ord(":")]] = True
-    return lt, head
+HEADER_START = frozenset(chr(c) for c in range(0x21, 0x7F) if c != ord(":"))
 
 
-def may_be_markup(texts: list[str]) -> list[bool]:
-    """Per text: it may be an e-mail or HTML in auto mode. HTML needs a "<" (every marker and tag
+def may_be_markup(text: str) -> bool:
+    """``text`` may be an e-mail or HTML in auto mode. HTML needs a "<" (every marker and tag
     starts with one); an e-mail's first line (after leading newlines) is a header line or an mbox
     "From " line, so it starts with a character of HEADER_LINE."""
-    bc = batch_chars(texts)
-    lt, head = _markup_tables()
-    has_lt = count_per_text(bc, lt) > 0
-    cps, starts = bc.cps, bc.starts
-    newline = cps == 0x0A
-    newline[starts[1:] - 1] = False
-    # first character that is not a newline, per text (the joining "\n" when there is none)
-    not_nl = np.flatnonzero(~newline)
-    first = not_nl[np.searchsorted(not_nl, starts[:-1])]
-    header = head[cps[first]] & (first < starts[1:] - 1)
-    return (has_lt | header).tolist()
+    if "<" in text:
+        return True
+    first = text[:1]
+    if first == "\n":
+        first = text.lstrip("\n")[:1]
+    return first in HEADER_START
 
 
 def _header_text(value: object) -> str:

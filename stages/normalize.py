@@ -67,7 +67,7 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
-from stages._charclass import batch_chars, flags_per_text
+from stages._charclass import batch_chars, flags_per_text, mostly_wide
 from stages._chars import CJK, HAN, HAN_RE
 
 # -- 1. ANSI escapes ---------------------------------------------------------------------------
@@ -763,8 +763,18 @@ class Normalize(MapStage):
         norm = self._normalizer
         p = self.params
         texts = [d.text for d in batch]
-        flags = batch_flags(texts, p.opencc)
-        quiet, flags = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
+        wide = mostly_wide(texts)
+        if wide is None:
+            flags = batch_flags(texts, p.opencc)
+            quiet, flags = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
+        else:  # ASCII-only texts take the per-text checks
+            flags, quiet = [ALL_FLAGS] * len(texts), [False] * len(texts)
+            some = [texts[i] for i in wide]
+            some_quiet, some_flags = (
+                quiet_texts(some, batch_flags(some, p.opencc), p.strip_trailing_space) if some else ([], [])
+            )
+            for i, q, f in zip(wide, some_quiet, some_flags, strict=True):
+                flags[i], quiet[i] = f, q
         nfc = p.unicode_form == "NFC"
         work = [
             i

@@ -35,7 +35,7 @@ import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
-from stages._charclass import batch_chars, count_per_text, decimal_counts, flags_per_text
+from stages._charclass import batch_chars, count_per_text, decimal_counts, flags_per_text, mostly_wide
 
 TYPES = ("email", "phone", "id", "bank_card", "ip", "url_secret")
 PLACEHOLDERS = {
@@ -233,7 +233,15 @@ class Pii(MapStage):
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         totals: dict[str, int] = {}
         changed = 0
-        for doc, hints in zip(batch, text_hints([d.text for d in batch]) if batch else [], strict=True):
+        texts = [d.text for d in batch]
+        wide = mostly_wide(texts)
+        if wide is None:
+            all_hints = text_hints(texts) if batch else []
+        else:  # mostly ASCII: every check (they would all run anyway)
+            all_hints = [ALL_HINTS] * len(texts)
+            for i, h in zip(wide, text_hints([texts[i] for i in wide]) if wide else [], strict=True):
+                all_hints[i] = h
+        for doc, hints in zip(batch, all_hints, strict=True):
             if not hints:
                 continue
             text, counts = self.scrubber.scrub(doc.text, hints)

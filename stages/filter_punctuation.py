@@ -12,13 +12,14 @@ several characters): keyword lists, SEO spam, concatenated menus and name lists,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import HAN_MASK, SPACE, batch_chars, sentence_punct_table
+from stages._charclass import HAN_CLASSES, SPACE, batch_chars, sentence_punct_table
 from stages._filter_base import RUN_EDGES, CleaningFilter, Columns, rows, shares
 
 
@@ -28,7 +29,7 @@ def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Colum
     bc = batch_chars(texts)
     cps, starts, cls = bc.cps, bc.starts, bc.cls
     nonspace = cls != SPACE
-    breaks = sentence_punct_table()[np.minimum(cps, 0xFFFF)] & (cps <= 0xFFFF)
+    breaks = _breaks()[cps]
     if newline_breaks:
         breaks |= cps == 10
     breaks[starts[1:] - 1] = True  # the "\n" after each text ends its last stretch
@@ -36,16 +37,24 @@ def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Colum
     pos = np.flatnonzero(breaks)
     prev = np.concatenate([[-1], pos[:-1]])
     seg = cum[pos] - cum[prev + 1]
-    doc = np.searchsorted(starts, pos, side="right") - 1
+    doc = bc.doc[pos]
     first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]]))
     longest = np.maximum.reduceat(seg, first)
-    doc_nonspace = np.add.reduceat(nonspace, starts[:-1])
-    han = HAN_MASK[cls]
-    doc_han = np.add.reduceat(han, starts[:-1])
+    counts = bc.counts  # (shared with the other filters)
+    doc_nonspace = counts.sum(axis=1) - counts[:, SPACE]
+    doc_han = counts[:, list(HAN_CLASSES)].sum(axis=1)
     return {
         "max_unpunctuated": longest.astype(np.int64),
-        "han_share": shares(doc_han.astype(np.int64), doc_nonspace.astype(np.int64)),
+        "han_share": shares(doc_han, doc_nonspace),
     }
+
+
+@lru_cache(maxsize=1)
+def _breaks() -> np.ndarray:
+    """bool per code point U+0000-U+10FFFF: sentence punctuation (SENTENCE_PUNCT)."""
+    table = np.zeros(0x110000, dtype=bool)
+    table[:0x10000] = sentence_punct_table()
+    return table
 
 
 def punctuation_batch_scores(texts: list[str], newline_breaks: bool = False) -> list[dict[str, float]]:

@@ -462,43 +462,50 @@ def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | Non
     if config == "off":
         return list(texts)
     convert = _converter(config).convert  # type: ignore[attr-defined]
-    pieces: list[list[str] | None] = []
-    where: list[list[int]] = []  # per text, the segments to convert
+    pieces: list[list[str] | None] = []  # per text: its segments (None: one segment, or no Han)
+    where: list[list[int]] = []  # per text of several segments, the ones to convert
     todo: list[str] = []
+    kind: list[int] = []  # 0: no Han, 1: one segment, 2: several
     for i, text in enumerate(texts):
-        han = has_han[i] if has_han is not None else HAN_ANY.search(text) is not None
-        if not han:
-            pieces.append(None)
-            where.append([])
-            continue
-        segs = _segments(text)
-        # (a text of one segment holds Han: no need to look again)
-        convert_at = [0] if len(segs) == 1 else [k for k in range(0, len(segs), 2) if HAN_ANY.search(segs[k])]
-        todo += [segs[k] for k in convert_at]
-        pieces.append(segs)
-        where.append(convert_at)
+        if not (has_han[i] if has_han is not None else HAN_ANY.search(text) is not None):
+            kind.append(0)
+        elif not ("://" in text or "@" in text or "`" in text):  # one segment, holding Han
+            kind.append(1)
+            todo.append(text)
+        else:
+            segs = _segments(text)
+            at = [k for k in range(0, len(segs), 2) if HAN_ANY.search(segs[k])]
+            todo += [segs[k] for k in at]
+            pieces.append(segs)
+            where.append(at)
+            kind.append(2)
     converted = iter(_convert_all(todo, convert))
+    several = iter(zip(pieces, where, strict=True))
     out = []
-    for text, segs, convert_at in zip(texts, pieces, where, strict=True):
-        if segs is None:
+    for text, k in zip(texts, kind, strict=True):
+        if k == 0:
             out.append(text)
-            continue
-        for k in convert_at:
-            seg = segs[k]
-            done = next(converted)
-            if (
-                done == seg
-                or not LATIN_LETTERS.search(seg)
-                or LATIN_LETTERS.findall(done) == LATIN_LETTERS.findall(seg)
-            ):
-                segs[k] = done
-            else:  # a phrase mapping changed Latin letters (tw2sp: B肝 -> 乙肝): CJK runs one by one
-                parts = LATIN_LETTERS.split(seg)  # odd indices are Latin words, left alone
-                segs[k] = "".join(
-                    p if j % 2 or not HAN_ANY.search(p) else convert(p) for j, p in enumerate(parts)
-                )
-        out.append(segs[0] if len(segs) == 1 else "".join(segs))
+        elif k == 1:
+            out.append(_keep_latin(text, next(converted), convert))
+        else:
+            segs, at = next(several)
+            for j in at:
+                segs[j] = _keep_latin(segs[j], next(converted), convert)
+            out.append("".join(segs))
     return out
+
+
+def _keep_latin(seg: str, done: str, convert) -> str:  # type: ignore[no-untyped-def]
+    """``done`` (OpenCC's output for ``seg``), unless it changed Latin letters (tw2sp: B肝 ->
+    乙肝): then the CJK runs between Latin words converted one by one."""
+    if (
+        done == seg
+        or not LATIN_LETTERS.search(seg)
+        or LATIN_LETTERS.findall(done) == LATIN_LETTERS.findall(seg)
+    ):
+        return done
+    parts = LATIN_LETTERS.split(seg)  # odd indices are Latin words, left alone
+    return "".join(p if j % 2 or not HAN_ANY.search(p) else convert(p) for j, p in enumerate(parts))
 
 
 # -- 8. lines and paragraphs -------------------------------------------------------------------

@@ -283,18 +283,21 @@ def decimal_counts(bc: BatchChars) -> np.ndarray:
 
 
 def mostly_wide(texts: Sequence[str]) -> list[int] | None:
-    """None when the per-character passes should cover the whole batch, else the indices of the
-    texts worth them: those with a fair share of non-ASCII characters (at least one in four in
-    their first 256, counted from the UTF-8 length). For texts of mostly ASCII, such as English
-    e-mail, the four bytes per character of the code-point arrays cost more than the scans they
-    save."""
-    total = wide_chars = 0
+    """None when the per-character passes should cover the whole batch (at least four fifths
+    of its characters in texts that are not pure ASCII), else the indices of the texts worth
+    them: those with a fair share of non-ASCII characters (at least one in four in their first
+    256, counted from the UTF-8 length). For texts of mostly ASCII, such as English e-mail, the
+    four bytes per character of the code-point arrays cost more than the scans they save."""
+    lengths = list(map(len, texts))
+    ascii_only = list(map(str.isascii, texts))
+    total = sum(lengths)
+    ascii_chars = sum(n for n, a in zip(lengths, ascii_only, strict=True) if a)
+    if ascii_chars * 5 <= total:
+        return None
     wide = []
-    for i, t in enumerate(texts):
-        n = len(t)
-        total += n
-        head = t[:256]  # (the start of a text tells its script well enough)
-        if not head.isascii() and (len(head.encode("utf-8", "surrogatepass")) - len(head)) * 2 >= len(head):
-            wide.append(i)
-            wide_chars += n
-    return None if wide_chars * 5 >= total * 4 else wide
+    for i, (t, a) in enumerate(zip(texts, ascii_only, strict=True)):
+        if not a:
+            head = t[:256]  # (the start of a text tells its script well enough)
+            if (len(head.encode("utf-8", "surrogatepass")) - len(head)) * 2 >= len(head):
+                wide.append(i)
+    return wide

@@ -36,7 +36,7 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, RecipeError, StageContext, StageResult, param, register
-from stages._charclass import batch_chars
+from stages._charclass import batch_chars, mostly_wide
 from stages._chars import CJK, CJK_RE
 from stages._lines import tidy
 
@@ -284,12 +284,12 @@ class BatchPrefilter:
         self.kind = kind
 
     def _narrow(self, docs_with: np.ndarray) -> None:
-        """After the first batch: keep, for each phrase, the two characters fewest texts held (a
+        """After the first batch: keep, for each phrase, the four characters fewest texts held (a
         text holding the phrase holds them too), so later batches look at fewer positions."""
         keep: dict[int, int] = {}
         narrow_columns = []
         for cols in self.phrase_columns:
-            rare = sorted(cols, key=lambda c: (docs_with[c], c))[:2]
+            rare = sorted(cols, key=lambda c: (docs_with[c], c))[:4]
             narrow_columns.append([keep.setdefault(c, len(keep)) for c in rare])
         if len(keep) >= self.force:
             return
@@ -394,7 +394,16 @@ class Boilerplate(MapStage):
         out: list[StageResult] = []
         removed: dict[str, int] = {}
         changed = 0
-        known = self.matcher.prefilter([d.text for d in batch]) if batch else []
+        texts = [d.text for d in batch]
+        wide = mostly_wide(texts)
+        if wide is None:
+            known = self.matcher.prefilter(texts) if batch else []
+        else:  # mostly ASCII: the exact path for the ASCII texts
+            known = [(True, None)] * len(texts)
+            for i, k in zip(
+                wide, self.matcher.prefilter([texts[i] for i in wide]) if wide else [], strict=True
+            ):
+                known[i] = k
         for doc, (may_hit, sep_lines) in zip(batch, known, strict=True):
             text = self.clean(doc.text, removed, may_hit, sep_lines)
             if text != doc.text:

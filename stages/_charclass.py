@@ -260,7 +260,7 @@ def count_per_text(bc: BatchChars, mask_table: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def _decimal_low() -> np.ndarray:
+def decimal_low() -> np.ndarray:
     """bool per code point below U+20000: a decimal digit as re's \\d (Unicode category Nd)."""
     table = np.zeros(0x20000, dtype=bool)
     chars = "".join(map(chr, range(0x20000)))
@@ -272,7 +272,7 @@ def decimal_counts(bc: BatchChars) -> np.ndarray:
     """Decimal digits (re's \\d) in each text; code points from U+20000 on (CJK extensions and
     beyond) are looked at one by one."""
     cps = bc.cps
-    low = _decimal_low()
+    low = decimal_low()
     counts = np.add.reduceat(low[np.minimum(cps, 0x1FFFF)].astype(np.int64), bc.starts[:-1])
     high = np.flatnonzero(cps >= 0x20000)
     if len(high):

@@ -35,7 +35,7 @@ import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
-from stages._charclass import batch_chars, count_per_text, decimal_counts, flags_per_text, mostly_wide
+from stages._charclass import batch_chars, decimal_counts, decimal_low, mostly_wide
 
 TYPES = ("email", "phone", "id", "bank_card", "ip", "url_secret")
 PLACEHOLDERS = {
@@ -112,23 +112,28 @@ ALL_HINTS = 0xF
 
 
 @lru_cache(maxsize=1)
-def _hint_tables() -> tuple[np.ndarray, np.ndarray]:
+def _hint_table() -> np.ndarray:
+    """uint8 per code point: 1 ":", 2 "@", 4 ".", 8 a decimal digit (below U+20000)."""
     table = np.zeros(0x110000, dtype=np.uint8)
-    table[ord(":")] = P_COLON
-    table[ord("@")] = P_AT
-    dot = np.zeros(0x110000, dtype=bool)
-    dot[ord(".")] = True
-    return table, dot
+    table[ord(":")] = 1
+    table[ord("@")] = 2
+    table[ord(".")] = 4
+    table[:0x20000][decimal_low()] = 8
+    return table
 
 
 def text_hints(texts: list[str]) -> list[int]:
     """Per text, the P_* bits of what it holds (\\d digits as re counts them)."""
     bc = batch_chars(texts)
-    table, dot = _hint_tables()
-    flags = flags_per_text(bc, table).astype(np.int64)
-    digits = decimal_counts(bc)
+    t = _hint_table()[bc.cps]
+    starts = bc.starts[:-1]
+    held = np.bitwise_or.reduceat(t, starts).astype(np.int64)
+    digits = np.add.reduceat(t >= 8, starts)
+    if (bc.cps >= 0x20000).any():  # digits beyond U+20000 are looked at one by one
+        digits = decimal_counts(bc)
+    flags = np.where(held & 1, P_COLON, 0) | np.where(held & 2, P_AT, 0)
     flags |= np.where(digits >= 7, P_7_DIGITS, 0)
-    flags |= np.where((digits >= 3) & (count_per_text(bc, dot) > 0), P_IPV4, 0)
+    flags |= np.where((digits >= 3) & ((held & 4) != 0), P_IPV4, 0)
     return flags.tolist()
 
 

@@ -77,30 +77,32 @@ def line_scores(text: str, min_line_chars: int = 5) -> dict[str, float]:
 
 @lru_cache(maxsize=1)
 def unit_table() -> np.ndarray:
-    """uint8 kind of every code point: 1 Han, 2 kana/hangul (one unit each), 3 letter or digit of
-    another script (part of a word unit), 0 anything else."""
+    """uint8 kind of every code point: bit 1 a unit of its own (Han, kana, hangul), bit 2 a
+    letter or digit of another script (part of a word unit), bit 4 Han; 0 anything else."""
     table = np.zeros(0x110000, dtype=np.uint8)
     cls = full_class_table()
     table[cls == ALNUM] = WORD
-    table[HAN_MASK[cls]] = HAN_UNIT
+    table[HAN_MASK[cls]] = SINGLE | HAN_UNIT
     for a, b in KANA_RANGES:
-        table[a : b + 1] = KANA_UNIT
+        table[a : b + 1] = SINGLE
     return table
 
 
-HAN_UNIT, KANA_UNIT, WORD = 1, 2, 3
+SINGLE, WORD, HAN_UNIT = 1, 2, 4
 KANA_RANGES = ((0x3040, 0x31FF), (0xAC00, 0xD7AF), (0x1100, 0x11FF))
 
 
-def _units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(unit ids uint64, unit lengths, unit text index, unit is Han) for a batch, vectorised.
-    A Han/kana/hangul character is one unit (id: its code point); a run of other letters and
-    digits is one unit (id: a polynomial hash of its code points, top bit set)."""
+def _units(
+    texts: Sequence[str], min_units: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(unit ids uint64, unit lengths, unit text index, unit is Han, units per text) for a
+    batch, vectorised, only for the texts of at least ``min_units`` units (their index compacted
+    to 0, 1, ... in order). A Han/kana/hangul character is one unit (id: its code point); a run of
+    other letters and digits is one unit (id: a polynomial hash of its code points, top bit set)."""
     bc = batch_chars(texts)
     cps = bc.cps
     kind = unit_table()[cps]
-    word = kind == WORD
-    single = (kind == HAN_UNIT) | (kind == KANA_UNIT)
+    word = (kind & WORD) != 0
     # word runs: starts and ends, found on the word characters only
     wpos = np.flatnonzero(word)
     gap = np.ones(len(wpos) + 1, dtype=bool)
@@ -109,6 +111,14 @@ def _units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     run_first = np.flatnonzero(gap[:-1])  # index into wpos of each run's first character
     run_last = np.flatnonzero(gap[1:])
     run_start = wpos[run_first]
+    start = (kind & SINGLE) != 0
+    start[run_start] = True
+    per_doc = np.add.reduceat(start, bc.starts[:-1]) if len(texts) else np.zeros(0, dtype=np.int64)
+    keep_doc = per_doc >= min_units
+    if not keep_doc.all():  # leave out the texts with too few units
+        start &= np.repeat(keep_doc, np.diff(bc.starts))
+        kept = keep_doc[bc.doc[run_start]]
+        run_first, run_last, run_start = run_first[kept], run_last[kept], run_start[kept]
     run_len = run_last - run_first + 1
     # sum of cps[start + j] * M**j over each run (mod 2**64), from prefix sums over word characters
     with np.errstate(over="ignore"):
@@ -117,16 +127,17 @@ def _units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
         inverse = np.cumprod(np.full(k, _HASH_INV, dtype=np.uint64))  # M^-1 .. M^-k
         prefix = np.concatenate([[np.uint64(0)], np.cumsum(cps[wpos].astype(np.uint64) * powers)])
         word_ids = ((prefix[run_last + 1] - prefix[run_first]) * inverse[run_first]) | np.uint64(1 << 63)
-    start = single
-    start[run_start] = True
     pos = np.flatnonzero(start)
     ids = cps[pos].astype(np.uint64)
     lens = np.ones(len(pos), dtype=np.int64)
     at = np.searchsorted(pos, run_start)
     ids[at] = word_ids
     lens[at] = run_len
-    is_han = kind[pos] == HAN_UNIT
-    return ids, lens, bc.doc[pos], is_han
+    is_han = (kind[pos] & HAN_UNIT) != 0
+    doc = bc.doc[pos]
+    if not keep_doc.all():
+        doc = (np.cumsum(keep_doc) - 1)[doc]
+    return ids, lens, doc, is_han, per_doc
 
 
 def _gram_hashes(hashes: dict[int, np.ndarray], mixed: np.ndarray, n: int) -> np.ndarray:
@@ -262,16 +273,12 @@ def ngram_columns(texts: Sequence[str], min_units: int) -> Columns:
     out["han_units"] = np.zeros(count)
     if not count or max(len(t) for t in texts) < min_units:
         return out
-    ids, lens, doc, is_han = _units(texts)
-    per_doc = np.bincount(doc, minlength=count)
+    ids, lens, doc, is_han, per_doc = _units(texts, min_units)
     keep_doc = per_doc >= min_units  # (never true below min_units characters)
     if not keep_doc.any():
         return out
-    keep = keep_doc[doc]
-    ids, lens, doc, is_han = ids[keep], lens[keep], doc[keep], is_han[keep]
     owners = np.flatnonzero(keep_doc)
     ndocs = len(owners)
-    doc = np.cumsum(keep_doc)[doc] - 1  # compact text index 0..ndocs-1
     han_units = np.bincount(doc, weights=is_han, minlength=ndocs) / per_doc[keep_doc]
     total_chars = np.bincount(doc, weights=lens, minlength=ndocs)
     csum = np.concatenate([[0], np.cumsum(lens)])

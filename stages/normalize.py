@@ -617,29 +617,31 @@ def quiet_texts(
     run too long to tell), no line ending in whitespace, no two newlines in a row, no newline
     first and no whitespace last."""
     bc = batch_chars(texts)
-    cps, starts = bc.cps, bc.starts
-    size = len(cps)
+    cps, starts, doc = bc.cps, bc.starts, bc.doc
+    n, size = len(texts), len(cps)
     q = _quiet_table()[cps]
+    noisy = np.zeros(n, dtype=bool)
     # step 8
     newline = cps == 0x0A
     newline[starts[1:] - 1] = False  # the joining "\n"
     pair = newline[1:] & (newline[:-1] | ((q[:-1] & Q_TRAIL) != 0 if strip_trailing_space else False))
-    loud = np.zeros(size, dtype=bool)
-    loud[1:] = pair
-    loud[starts[:-1]] |= newline[starts[:-1]]
+    noisy[doc[np.flatnonzero(pair)]] = True
+    noisy |= newline[starts[:-1]]
     last = starts[1:] - 2
-    ends_space = (q[np.maximum(last, 0)] & Q_SPACE) != 0
+    noisy |= ((q[np.maximum(last, 0)] & Q_SPACE) != 0) & (last >= starts[:-1])
     # step 6: runs of neutral characters and marks (brackets count as neutral) holding a mark
     run = (q & (Q_NEUTRAL | Q_MARK | Q_BRACKET)) != 0
     begin = run.copy()
     begin[1:] &= ~run[:-1]
-    label = np.cumsum(begin)  # run number of every position (valid where run)
+    stop = run.copy()
+    stop[:-1] &= ~run[1:]
     first = np.flatnonzero(begin)
-    end = np.flatnonzero(run & np.concatenate([~run[1:], [True]]))
-    marked = np.zeros(len(first) + 1, dtype=bool)
-    marked[label[(q & Q_MARK) != 0]] = True
-    with_mark = np.flatnonzero(marked[1:])
-    context = np.zeros(size, dtype=bool)
+    end = np.flatnonzero(stop)
+    marks = np.flatnonzero((q & Q_MARK) != 0)
+    marked = np.zeros(len(first), dtype=bool)
+    marked[np.searchsorted(first, marks, side="right") - 1] = True  # (every mark is in a run)
+    with_mark = np.flatnonzero(marked)
+    context = (np.bitwise_or.reduceat(q, starts[:-1]) & Q_BRACKET) != 0
     if len(with_mark):
         s, e = first[with_mark], end[with_mark]
         before = np.where(s > 0, q[np.maximum(s - 1, 0)], 0)
@@ -647,16 +649,12 @@ def quiet_texts(
         fold = ((before & Q_LATIN) != 0) & ((after & Q_CJK) == 0)
         fold |= ((after & Q_LATIN) != 0) & ((before & Q_CJK) == 0)
         fold |= e - s + 1 > 64  # a long run: the bounded patterns may stop inside it
-        context[s[fold]] = True
-    context = np.bitwise_or.reduceat(context, starts[:-1]) | (
-        (np.bitwise_or.reduceat(q, starts[:-1]) & Q_BRACKET) != 0
-    )
+        context[doc[s[fold]]] = True
+    noisy |= context
     # step 2: two mojibake leads at most four characters apart
     leads = np.flatnonzero((q & Q_LEAD) != 0)
-    close = np.zeros(size, dtype=bool)
-    close[leads[:-1][np.diff(leads) <= 4]] = True
-    close = np.bitwise_or.reduceat(close, starts[:-1])
-    noisy = np.bitwise_or.reduceat(loud, starts[:-1]) | (ends_space & (last >= starts[:-1])) | context
+    close = np.zeros(n, dtype=bool)
+    close[doc[leads[:-1][np.diff(leads) <= 4]]] = True
     keep = F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC
     adjusted = [
         f & ~((0 if c else F_MARKS) | (0 if g else F_GBK_LEAD))

@@ -9,7 +9,8 @@ For each corpus it measures, in the same run:
   - the cleaning chain with 1 and 2 worker processes (each worker reads the file and cleans every
     N-th document, in batches of 1000, as the executor does);
 and prints MB/s (MB = 10**6 UTF-8 bytes of document text), the chain/bare ratio, and per-stage
-seconds of the 1-worker run. Medians of --repeat runs.
+seconds of the 1-worker run, and per-stage CPU seconds with MB of corpus text per CPU-second of
+each stage and of the whole chain (stages only, and with reading). Medians of --repeat runs.
 
 With --tokenizer (a tokenizer.json, or "train": a byte-level BPE of 8192 tokens trained here on
 the first 4 MB of each corpus) it also encodes the same text with the Hugging Face tokenizer
@@ -62,9 +63,10 @@ def cleaning_stages(recipe_name: str) -> list[tuple[str, Any]]:
 
 def clean_share(
     path: str, recipe_name: str, share: int, shares: int
-) -> tuple[float, int, dict[str, float], float]:
+) -> tuple[float, int, dict[str, float], float, dict[str, float]]:
     """Read ``path``, clean every ``shares``-th document starting at ``share``.
-    Returns (wall seconds, text bytes in, per-stage seconds, CPU seconds of this process)."""
+    Returns (wall seconds, text bytes in, per-stage wall seconds, CPU seconds of this process,
+    per-stage CPU seconds)."""
     from dataprep.document import Document, Drop
     from dataprep.stage import StageContext
     from dataprep.stats import StageStats
@@ -74,15 +76,17 @@ def clean_share(
     for (_, st), ctx in zip(stages, contexts, strict=True):
         st.begin_task(ctx)
     per_stage = {label: 0.0 for label, _ in stages}
+    per_stage_cpu = {label: 0.0 for label, _ in stages}
     nbytes = 0
     start = time.perf_counter()
     cpu_start = time.process_time()
 
     def run(batch: list[Document]) -> None:
         for (label, st), ctx in zip(stages, contexts, strict=True):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             results = st.process(batch, ctx)
             per_stage[label] += time.perf_counter() - t0
+            per_stage_cpu[label] += time.process_time() - c0
             batch = [r for r in results if not isinstance(r, Drop)]
 
     batch: list[Document] = []
@@ -99,7 +103,7 @@ def clean_share(
                 batch = []
     if batch:
         run(batch)
-    return time.perf_counter() - start, nbytes, per_stage, time.process_time() - cpu_start
+    return time.perf_counter() - start, nbytes, per_stage, time.process_time() - cpu_start, per_stage_cpu
 
 
 GROUPS = (  # substring of the "source" field -> group name in the drop table
@@ -172,8 +176,11 @@ def drop_table(paths: list[str], recipe_name: str) -> None:
     )
 
 
-def chain(path: str, recipe_name: str, workers: int) -> tuple[float, int, dict[str, float], float]:
-    """(wall seconds, text bytes, per-stage seconds of 1 worker, CPU seconds of all workers)."""
+def chain(
+    path: str, recipe_name: str, workers: int
+) -> tuple[float, int, dict[str, float], float, dict[str, float]]:
+    """(wall seconds, text bytes, per-stage wall seconds of 1 worker, CPU seconds of all workers,
+    per-stage CPU seconds of 1 worker)."""
     if workers == 1:
         return clean_share(path, recipe_name, 0, 1)
     start = time.perf_counter()
@@ -184,7 +191,7 @@ def chain(path: str, recipe_name: str, workers: int) -> tuple[float, int, dict[s
             )
         )
     seconds = time.perf_counter() - start
-    return seconds, sum(p[1] for p in parts), {}, sum(p[3] for p in parts)
+    return seconds, sum(p[1] for p in parts), {}, sum(p[3] for p in parts), {}
 
 
 def tokenizer_rate(path: str, tokenizer: str) -> tuple[float, float]:
@@ -260,6 +267,16 @@ def main() -> None:
                 total = sum(stages.values())
                 print("    per stage (1 worker): " + ", ".join(f"{k} {v:.2f}s" for k, v in stages.items()))
                 print(f"    stages {total:.2f}s of {results[0][0]:.2f}s (rest: reading, json, batching)")
+                labels = list(results[0][4])
+                cpu_stage = {k: statistics.median(r[4][k] for r in results) for k in labels}
+                print("    per stage, CPU seconds and MB of corpus text per CPU-second (1 worker, median):")
+                for k, v in cpu_stage.items():
+                    print(f"      {k:20s} {v:7.2f}s  {mb / v if v else float('inf'):9.1f} MB/s")
+                cpu_total = sum(cpu_stage.values())
+                print(
+                    f"      {'chain (stages only)':20s} {cpu_total:7.2f}s  {mb / cpu_total:9.2f} MB/s"
+                    f"   (with reading and json: {mb / cpu:.2f} MB/s)"
+                )
         if args.tokenizer:
             wall, per_cpu = tokenizer_rate(path, args.tokenizer)
             label = "tokenizer encode_batch"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
@@ -29,16 +30,13 @@ from dataprep.document import Document
 from dataprep.stage import param, register
 from stages._charclass import (
     BAD,
-    CLASSES,
     HAN_CLASSES,
     HAN_LEAD,
     HAN_RARE,
     HAN_RARE_LEAD,
-    classify,
-    doc_index,
-    encode_batch,
+    batch_chars,
 )
-from stages._filter_base import SHARE_EDGES, CleaningFilter, share
+from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows, share, shares
 
 MIN_DISTINCT_LEADS = 5
 MOJIBAKE_TRIGGERS = ("锟斤拷", "烫烫烫烫", "屯屯屯屯", "\u00c2", "\u00c3", "\u00e2\u20ac")
@@ -47,15 +45,19 @@ MOJIBAKE_LITERALS = re.compile(
 )
 
 
-def garbled_batch_scores(texts: list[str]) -> list[dict[str, float]]:
+@lru_cache(maxsize=1)
+def _trigger_table() -> np.ndarray:
+    """bool per code point: the first character of a trigger (a text without any holds none)."""
+    table = np.zeros(0x110000, dtype=bool)
+    table[[ord(t[0]) for t in MOJIBAKE_TRIGGERS]] = True
+    return table
+
+
+def garbled_columns(texts: list[str]) -> Columns:
     """The scores of the module docstring for each text, from one vectorised pass."""
-    if not texts:
-        return []
-    cps, starts = encode_batch(texts)
-    cls = classify(cps)
-    doc = doc_index(starts, len(cps))
-    ncls = len(CLASSES)
-    counts = np.bincount(doc * ncls + cls, minlength=len(texts) * ncls).reshape(len(texts), ncls)
+    bc = batch_chars(texts)
+    cps, cls, doc = bc.cps, bc.cls, bc.doc
+    counts = bc.counts
     han = counts[:, list(HAN_CLASSES)].sum(axis=1)
     rare = counts[:, HAN_RARE] + counts[:, HAN_RARE_LEAD]
     lead = counts[:, HAN_LEAD] + counts[:, HAN_RARE_LEAD]
@@ -63,22 +65,26 @@ def garbled_batch_scores(texts: list[str]) -> list[dict[str, float]]:
     distinct = np.unique(doc[at].astype(np.int64) << 21 | cps[at].astype(np.int64)) >> 21
     distinct_leads = np.bincount(distinct, minlength=len(texts))
     lead = np.where(distinct_leads >= MIN_DISTINCT_LEADS, lead, 0)  # 恁恁恁 is a refrain, not mojibake
-    out = []
-    for text, h, r, ld, bad in zip(texts, han, rare, lead, counts[:, BAD], strict=True):
-        n = len(text)
-        moji = 0.0
+    n = bc.lengths
+    moji = np.zeros(len(texts), dtype=np.float64)
+    suspects = np.unique(doc[_trigger_table()[cps]])
+    for i in suspects.tolist():
+        text = texts[i]
         if any(t in text for t in MOJIBAKE_TRIGGERS):
-            moji = share(sum(map(len, MOJIBAKE_LITERALS.findall(text))), n)
-        out.append(
-            {
-                "bad_char_share": share(int(bad), n),
-                "rare_han_share": share(int(r), int(h)),
-                "mojibake_share": moji,
-                "gbk_mojibake_share": share(int(ld), int(h)) if h >= 10 else 0.0,
-                "han": int(h),
-            }
-        )
-    return out
+            moji[i] = share(sum(map(len, MOJIBAKE_LITERALS.findall(text))), len(text))
+    gbk = np.where(han >= 10, shares(lead, han), 0.0)
+    return {
+        "bad_char_share": shares(counts[:, BAD], n),
+        "rare_han_share": shares(rare, han),
+        "mojibake_share": moji,
+        "gbk_mojibake_share": gbk,
+        "han": han,
+    }
+
+
+def garbled_batch_scores(texts: list[str]) -> list[dict[str, float]]:
+    """The scores of the module docstring for each text, from one vectorised pass."""
+    return rows(garbled_columns(texts)) if texts else []
 
 
 def garbled_scores(text: str) -> dict[str, float]:
@@ -108,11 +114,17 @@ class FilterGarbled(CleaningFilter):
         "gbk_mojibake_share": SHARE_EDGES,
     }
 
-    def score(self, doc: Document) -> dict[str, float]:
-        return garbled_scores(doc.text)
+    def score_columns(self, batch: list[Document]) -> Columns:
+        return garbled_columns([d.text for d in batch])
 
-    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
-        return garbled_batch_scores([d.text for d in batch])
+    def may_drop(self, cols: Columns) -> np.ndarray:
+        p: GarbledParams = self.params
+        return (
+            (cols["mojibake_share"] > p.max_mojibake_share)
+            | (cols["gbk_mojibake_share"] > p.max_gbk_mojibake_share)
+            | (cols["bad_char_share"] > p.max_bad_char_share)
+            | ((cols["han"] >= p.min_han) & (cols["rare_han_share"] > p.max_rare_han_share))
+        )
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: GarbledParams = self.params

@@ -10,12 +10,35 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from dataprep.document import Document
 from dataprep.stage import param, register
 from dataprep.stats import LENGTH_EDGES
-from stages._filter_base import CleaningFilter
+from stages._charclass import SPACE, BatchChars, batch_chars, full_class_table
+from stages._filter_base import CleaningFilter, Columns
 
 NONEMPTY_LINE = re.compile(r"^[ \t\u3000]*\S", re.MULTILINE)
+
+
+def nonempty_lines(bc: BatchChars) -> np.ndarray:
+    """Lines matching NONEMPTY_LINE per text: lines whose first character other than space, tab
+    and U+3000 is not whitespace. Vectorised over line starts; the few lines that start with one
+    of those three characters are looked at in Python."""
+    cps = bc.cps
+    line_start = np.flatnonzero(cps == 0x0A) + 1
+    line_start = np.concatenate([[0], line_start[:-1]])  # (the last "\n" ends the batch)
+    doc = np.searchsorted(bc.starts, line_start, side="right") - 1
+    first = cps[line_start]
+    lead = (first == 0x20) | (first == 0x09) | (first == 0x3000)
+    counted = ~lead & (full_class_table()[first] != SPACE)
+    for k in np.flatnonzero(lead).tolist():
+        d = int(doc[k])
+        text, start = bc.texts[d], int(line_start[k] - bc.starts[d])
+        end = text.find("\n", start)
+        rest = text[start : end if end >= 0 else len(text)].lstrip(" \t\u3000")
+        counted[k] = bool(rest) and not rest[0].isspace()
+    return np.bincount(doc[counted], minlength=len(bc.texts))
 
 
 @dataclass
@@ -41,9 +64,19 @@ class FilterLength(CleaningFilter):
     Params = LengthParams
     score_edges: ClassVar[dict[str, list[float]]] = {"chars": LENGTH_EDGES, "lines": LENGTH_EDGES}
 
-    def score(self, doc: Document) -> dict[str, float]:
-        text = doc.text
-        return {"chars": len(text), "lines": len(NONEMPTY_LINE.findall(text))}
+    def score_columns(self, batch: list[Document]) -> Columns:
+        bc = batch_chars([d.text for d in batch])
+        return {"chars": bc.lengths, "lines": nonempty_lines(bc)}
+
+    def may_drop(self, cols: Columns) -> np.ndarray:
+        p: LengthParams = self.params
+        chars, lines = cols["chars"], cols["lines"]
+        mask = (chars < p.min_chars) | (lines < p.min_lines)
+        if p.max_chars:
+            mask |= chars > p.max_chars
+        if p.max_lines:
+            mask |= lines > p.max_lines
+        return mask
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: LengthParams = self.params

@@ -12,25 +12,24 @@ several characters): keyword lists, SEO spam, concatenated menus and name lists,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import HAN_MASK, SPACE, classify, encode_batch, sentence_punct_table
-from stages._filter_base import RUN_EDGES, CleaningFilter, share
+from stages._charclass import HAN_CLASSES, SPACE, batch_chars, sentence_punct_table
+from stages._filter_base import RUN_EDGES, CleaningFilter, Columns, rows, shares
 
 
-def punctuation_batch_scores(texts: list[str], newline_breaks: bool = False) -> list[dict[str, float]]:
+def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Columns:
     """max_unpunctuated (non-space characters of the longest stretch without sentence punctuation)
     and han_share (Han / non-space characters) of each text, vectorised over the batch."""
-    if not texts:
-        return []
-    cps, starts = encode_batch(texts)
-    cls = classify(cps)
+    bc = batch_chars(texts)
+    cps, starts, cls = bc.cps, bc.starts, bc.cls
     nonspace = cls != SPACE
-    breaks = sentence_punct_table()[np.minimum(cps, 0xFFFF)] & (cps <= 0xFFFF)
+    breaks = _breaks()[cps]
     if newline_breaks:
         breaks |= cps == 10
     breaks[starts[1:] - 1] = True  # the "\n" after each text ends its last stretch
@@ -38,16 +37,29 @@ def punctuation_batch_scores(texts: list[str], newline_breaks: bool = False) -> 
     pos = np.flatnonzero(breaks)
     prev = np.concatenate([[-1], pos[:-1]])
     seg = cum[pos] - cum[prev + 1]
-    doc = np.searchsorted(starts, pos, side="right") - 1
+    doc = bc.doc[pos]
     first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]]))
     longest = np.maximum.reduceat(seg, first)
-    doc_nonspace = np.add.reduceat(nonspace, starts[:-1])
-    han = HAN_MASK[cls]
-    doc_han = np.add.reduceat(han, starts[:-1])
-    return [
-        {"max_unpunctuated": int(m), "han_share": share(int(h), int(n))}
-        for m, h, n in zip(longest, doc_han, doc_nonspace, strict=True)
-    ]
+    counts = bc.counts  # (shared with the other filters)
+    doc_nonspace = counts.sum(axis=1) - counts[:, SPACE]
+    doc_han = counts[:, list(HAN_CLASSES)].sum(axis=1)
+    return {
+        "max_unpunctuated": longest.astype(np.int64),
+        "han_share": shares(doc_han, doc_nonspace),
+    }
+
+
+@lru_cache(maxsize=1)
+def _breaks() -> np.ndarray:
+    """bool per code point U+0000-U+10FFFF: sentence punctuation (SENTENCE_PUNCT)."""
+    table = np.zeros(0x110000, dtype=bool)
+    table[:0x10000] = sentence_punct_table()
+    return table
+
+
+def punctuation_batch_scores(texts: list[str], newline_breaks: bool = False) -> list[dict[str, float]]:
+    """max_unpunctuated and han_share of each text (see ``punctuation_columns``)."""
+    return rows(punctuation_columns(texts, newline_breaks)) if texts else []
 
 
 def max_unpunctuated(text: str, newline_breaks: bool = False) -> int:
@@ -76,11 +88,14 @@ class FilterPunctuation(CleaningFilter):
     Params = PunctuationParams
     score_edges: ClassVar[dict[str, list[float]]] = {"max_unpunctuated": RUN_EDGES}
 
-    def score(self, doc: Document) -> dict[str, float]:
-        return punctuation_batch_scores([doc.text], self.params.newline_breaks)[0]
+    def score_columns(self, batch: list[Document]) -> Columns:
+        return punctuation_columns([d.text for d in batch], self.params.newline_breaks)
 
-    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
-        return punctuation_batch_scores([d.text for d in batch], self.params.newline_breaks)
+    def may_drop(self, cols: Columns) -> np.ndarray:
+        p: PunctuationParams = self.params
+        run = cols["max_unpunctuated"]
+        limit = np.where(cols["han_share"] >= p.chinese_at, p.max_chars, p.max_chars_other)
+        return run > limit
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: PunctuationParams = self.params

@@ -20,23 +20,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import ALNUM, BAD, HAN_CLASSES, SPACE, SYMBOL, class_counts
-from stages._filter_base import SHARE_EDGES, CleaningFilter, share
+from stages._charclass import ALNUM, BAD, HAN_CLASSES, SPACE, SYMBOL, batch_chars
+from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows, shares
 
 
-def script_batch_scores(texts: list[str]) -> list[dict[str, float]]:
-    """han_share, symbol_share and nonspace of each text (see the module docstring)."""
-    counts = class_counts(texts)
+def script_columns(texts: list[str]) -> Columns:
+    """han_share, symbol_share and nonspace of each text (see the module docstring), as arrays."""
+    counts = batch_chars(texts).counts
     han = counts[:, list(HAN_CLASSES)].sum(axis=1)
     words = han + counts[:, ALNUM]
     nonspace = counts.sum(axis=1) - counts[:, SPACE]
     symbols = counts[:, SYMBOL] + counts[:, BAD]
-    return [
-        {"han_share": share(int(h), int(w)), "symbol_share": share(int(s), int(n)), "nonspace": int(n)}
-        for h, w, s, n in zip(han, words, symbols, nonspace, strict=True)
-    ]
+    return {"han_share": shares(han, words), "symbol_share": shares(symbols, nonspace), "nonspace": nonspace}
+
+
+def script_batch_scores(texts: list[str]) -> list[dict[str, float]]:
+    """han_share, symbol_share and nonspace of each text (see the module docstring)."""
+    return rows(script_columns(texts)) if texts else []
 
 
 def script_scores(text: str) -> dict[str, float]:
@@ -65,11 +69,14 @@ class FilterScript(CleaningFilter):
     Params = ScriptParams
     score_edges: ClassVar[dict[str, list[float]]] = {"han_share": SHARE_EDGES, "symbol_share": SHARE_EDGES}
 
-    def score(self, doc: Document) -> dict[str, float]:
-        return script_scores(doc.text)
+    def score_columns(self, batch: list[Document]) -> Columns:
+        return script_columns([d.text for d in batch])
 
-    def score_batch(self, batch: list[Document]) -> list[dict[str, float]]:
-        return script_batch_scores([d.text for d in batch])
+    def may_drop(self, cols: Columns) -> np.ndarray:
+        p: ScriptParams = self.params
+        han, sym = cols["han_share"], cols["symbol_share"]
+        chinese_low = (p.chinese_at <= han) & (han < p.min_han_share) & ((han > 0) | (p.chinese_at == 0))
+        return (cols["nonspace"] >= p.min_chars) & ((sym > p.max_symbol_share) | chinese_low)
 
     def decide(self, scores: dict[str, float]) -> tuple[str, float, str] | None:
         p: ScriptParams = self.params

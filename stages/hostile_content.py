@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
+from stages._charclass import batch_chars, count_per_text, flags_per_text, mostly_wide
 from stages._lines import tidy
 
 SCRIPT = re.compile(
@@ -80,9 +84,58 @@ SHELL_HINTS = (
     "WGET",
     "iwr",
 )
+
+
+@lru_cache(maxsize=1)
+def _shell_hints() -> object:
+    import ahocorasick
+
+    automaton = ahocorasick.Automaton()
+    for k in SHELL_HINTS:
+        automaton.add_word(k, k)
+    automaton.make_automaton()
+    return automaton
+
+
+def _has_shell_hint(text: str) -> bool:
+    """``any(k in text for k in SHELL_HINTS)`` in one automaton pass."""
+    return next(_shell_hints().iter(text), None) is not None  # type: ignore[attr-defined]
+
+
 LONG_TOKEN = re.compile(r"[!-~]{40}")
 BASE64_LINE_HINT = re.compile(r"\n[A-Za-z0-9+/]{40}")
 BASE64_LINE = r"[A-Za-z0-9+/]{40,}={0,2}"
+
+
+# Characters the checks need (bits of ``text_hints``): a text without them skips those checks.
+H_LT, H_COLON, H_DASH, H_BACKSLASH, H_ZERO, H_LETTER, H_LONG = (1 << i for i in range(7))
+ALL_HINTS = 0x7F
+
+
+@lru_cache(maxsize=1)
+def _hint_table() -> np.ndarray:
+    table = np.zeros(0x110000, dtype=np.uint8)
+    for c, bit in (("<", H_LT), (":", H_COLON), ("-", H_DASH), ("\\", H_BACKSLASH), ("0", H_ZERO)):
+        table[ord(c)] |= bit
+    for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz":
+        table[ord(c)] |= H_LETTER
+    return table
+
+
+@lru_cache(maxsize=1)
+def _printable_ascii() -> np.ndarray:
+    table = np.zeros(0x110000, dtype=bool)
+    table[0x21:0x7F] = True
+    return table
+
+
+def text_hints(texts: list[str]) -> list[int]:
+    """Per text, the H_* bits of the characters it holds; H_LONG when it holds at least 40
+    printable ASCII characters (LONG_TOKEN needs 40 in a row)."""
+    bc = batch_chars(texts)
+    flags = flags_per_text(bc, _hint_table()).astype(np.int64)
+    flags |= np.where(count_per_text(bc, _printable_ascii()) >= 40, H_LONG, 0)
+    return flags.tolist()
 
 
 @dataclass
@@ -118,8 +171,10 @@ class HostileContent(MapStage):
         self.hex = re.compile(rf"(?<![0-9A-Za-z])[0-9A-Fa-fx]{{{params.min_hex_chars},}}+(?![0-9A-Za-z])")
         self._min_b64 = n
 
-    def clean(self, text: str, removed: dict[str, int]) -> str:
-        """``text`` with hostile content removed; counts removals per kind into ``removed``."""
+    def clean(self, text: str, removed: dict[str, int], hints: int = ALL_HINTS) -> str:
+        """``text`` with hostile content removed; counts removals per kind into ``removed``.
+        ``hints`` (from ``text_hints``): the H_* characters ``text`` holds; checks for what it
+        lacks are skipped (until a removal changes the text)."""
         p = self.params
 
         def counted(kind: str, repl: str = ""):  # type: ignore[no-untyped-def]
@@ -129,11 +184,20 @@ class HostileContent(MapStage):
 
             return f
 
-        if p.remove_scripts and ("<" in text or ":" in text) and any(t in text.lower() for t in SCRIPT_HINTS):
+        before = text
+        if (
+            p.remove_scripts
+            and hints & (H_LT | H_COLON)
+            and ("<" in text or ":" in text)
+            and any(t in text.lower() for t in SCRIPT_HINTS)
+        ):
             text = SCRIPT.sub(counted("script", " "), text)
         if p.remove_blobs:
-            if "-----BEGIN " in text:
+            if text is not before:
+                hints = ALL_HINTS
+            if hints & H_DASH and "-----BEGIN " in text:
                 text = KEY_BLOCK.sub(counted("key_block"), text)
+                hints = ALL_HINTS
 
             def blob(m: re.Match[str]) -> str:
                 s = m.group()
@@ -142,20 +206,19 @@ class HostileContent(MapStage):
                 removed["base64"] = removed.get("base64", 0) + 1
                 return "\n" if s.endswith("\n") else ""
 
-            if LONG_TOKEN.search(text):
+            if hints & H_LONG and LONG_TOKEN.search(text):
                 if BASE64_LINE_HINT.search(text):
                     text = self.base64_lines.sub(blob, text)
                 text = self.base64.sub(blob, text)
                 text = self.hex.sub(counted("hex"), text)
-            if "\\x" in text or "0x" in text:
+                hints = ALL_HINTS
+            if hints & (H_BACKSLASH | H_ZERO) and ("\\x" in text or "0x" in text):
                 text = HEX_ESCAPES.sub(counted("hex"), text)
-        if p.remove_shell and any(k in text for k in SHELL_HINTS):
+        if text is not before:
+            hints = ALL_HINTS
+        if p.remove_shell and hints & (H_LETTER | H_COLON) and _has_shell_hint(text):
             lines = text.split("\n")
-            kept = [
-                line
-                for line in lines
-                if not (any(k in line for k in SHELL_HINTS) and SHELL_PAYLOAD.search(line))
-            ]
+            kept = [line for line in lines if not (_has_shell_hint(line) and SHELL_PAYLOAD.search(line))]
             if len(kept) != len(lines):
                 removed["shell"] = removed.get("shell", 0) + len(lines) - len(kept)
                 text = "\n".join(kept)
@@ -165,9 +228,20 @@ class HostileContent(MapStage):
         out: list[StageResult] = []
         removed: dict[str, int] = {}
         changed = 0
-        for doc in batch:
+        texts = [d.text for d in batch]
+        wide = mostly_wide(texts)
+        if wide is None:
+            hints = text_hints(texts) if batch else []
+        else:  # ASCII-only texts take every check
+            hints = [ALL_HINTS] * len(texts)
+            for i, h in zip(wide, text_hints([texts[i] for i in wide]) if wide else [], strict=True):
+                hints[i] = h
+        for doc, h in zip(batch, hints, strict=True):
+            if not h:
+                out.append(doc if doc.text else Drop(doc, "hostile_only"))
+                continue
             before = sum(removed.values())
-            text = self.clean(doc.text, removed)
+            text = self.clean(doc.text, removed, h)
             if sum(removed.values()) != before:
                 changed += 1
                 doc.text = tidy(text)

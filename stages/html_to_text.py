@@ -236,8 +236,9 @@ class HtmlToText(MapStage):
         mode = self.params.mode
         out: list[StageResult] = []
         counts: dict[str, int] = {}
+        prefilter = mode == "auto" and self.params.html_min_tags >= 1
         for doc in batch:
-            if mode == "off":
+            if mode == "off" or (prefilter and not may_be_markup(doc.text)):
                 out.append(doc)
                 continue
             if mode == "email" or (mode == "auto" and looks_like_email(doc.text)):
@@ -257,6 +258,21 @@ class HtmlToText(MapStage):
         for k, v in counts.items():
             ctx.stats.count(k, v)
         return out
+
+
+HEADER_START = frozenset(chr(c) for c in range(0x21, 0x7F) if c != ord(":"))
+
+
+def may_be_markup(text: str) -> bool:
+    """``text`` may be an e-mail or HTML in auto mode. HTML needs a "<" (every marker and tag
+    starts with one); an e-mail's first line (after leading newlines) is a header line or an mbox
+    "From " line, so it starts with a character of HEADER_LINE."""
+    if "<" in text:
+        return True
+    first = text[:1]
+    if first == "\n":
+        first = text.lstrip("\n")[:1]
+    return first in HEADER_START
 
 
 def _header_text(value: object) -> str:

@@ -54,14 +54,20 @@ than its NFC form except by OpenCC mappings.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
+
+import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
+from stages._charclass import batch_chars, flags_per_text, mostly_wide
 from stages._chars import CJK, HAN, HAN_RE
 
 # -- 1. ANSI escapes ---------------------------------------------------------------------------
@@ -192,13 +198,16 @@ def _fix_cjk_read_as_latin1(text: str) -> tuple[str, int]:
     return LATIN1_SEGMENT.sub(repl, text), fixed
 
 
-def repair_mojibake(text: str) -> tuple[str, int]:
-    """(repaired text, number of repairs). Only recognisable mojibake is changed."""
+def repair_mojibake(text: str, latin1: bool = True, gbk_leads: bool = True) -> tuple[str, int]:
+    """(repaired text, number of repairs). Only recognisable mojibake is changed.
+    ``latin1=False`` / ``gbk_leads=False`` state that ``text`` has no U+0080-U+00FF character / no
+    character UTF-8 read as GBK starts with (the checks for them are then skipped)."""
     fixes = 0
-    if LATIN1_HIGH.search(text):
+    if latin1 and LATIN1_HIGH.search(text):
         if GBK_AS_LATIN1.search(text):
             text, n = _fix_cjk_read_as_latin1(text)
             fixes += n
+            gbk_leads = gbk_leads or n > 0
         if LATIN_MOJIBAKE.search(text):
             import ftfy
 
@@ -206,7 +215,8 @@ def repair_mojibake(text: str) -> tuple[str, int]:
             if repaired != text:
                 fixes += 1
                 text = repaired
-    if not text.isascii() and _utf8_as_gbk_re().search(text):
+                gbk_leads = True
+    if gbk_leads and not text.isascii() and _utf8_as_gbk_re().search(text):
         text, n = _fix_utf8_read_as_gbk(text)
         fixes += n
     return text, fixes
@@ -291,12 +301,17 @@ def _latin_at(text: str, i: int) -> bool:
     return 0 <= i < len(text) and LATIN_ALNUM_RE.match(text, i) is not None
 
 
-def fold_width(text: str) -> str:
-    """Apply the width-folding mapping documented in the module docstring."""
-    if not FULLWIDTH_ANY.search(text):
+def fold_width(text: str, always: bool = True, marks: bool = True, latin: bool = True) -> str:
+    """Apply the width-folding mapping documented in the module docstring. ``always=False`` /
+    ``marks=False`` / ``latin=False`` state that ``text`` holds no always-folded character / no
+    mark or bracket / no Latin letter or digit (the scans for them are then skipped)."""
+    if not (always or marks) or not FULLWIDTH_ANY.search(text):
         return text
-    text = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), text)
-    if not LATIN_ALNUM_RE.search(text):
+    if always:
+        folded = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), text)
+        latin = latin or folded != text  # full-width letters and digits fold to Latin ones
+        text = folded
+    if not marks or not latin or not LATIN_ALNUM_RE.search(text):
         return text  # no Latin letter or digit: no mark can be in Latin context
 
     def pair(m: re.Match[str]) -> str:
@@ -347,6 +362,10 @@ LATIN_LETTERS = re.compile(r"([A-Za-z]+)")
 HAN_ANY = re.compile(f"[{HAN}]")
 
 
+OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s")
+TRIGGERS_FILE = Path(__file__).resolve().parent / "data" / "opencc_triggers.json"
+
+
 @lru_cache(maxsize=8)
 def _converter(config: str) -> object:
     import opencc
@@ -354,35 +373,139 @@ def _converter(config: str) -> object:
     return opencc.OpenCC(config)
 
 
-def _convert_segment(seg: str, convert) -> str:  # type: ignore[no-untyped-def]
-    if not HAN_ANY.search(seg):
-        return seg
-    out = convert(seg)
-    if (
-        out == seg
-        or not LATIN_LETTERS.search(seg)
-        or LATIN_LETTERS.findall(out) == LATIN_LETTERS.findall(seg)
-    ):
-        return out
-    # a phrase mapping changed Latin letters (tw2sp: B肝 -> 乙肝): convert the CJK runs one by one
-    parts = LATIN_LETTERS.split(seg)  # odd indices are Latin words, left alone
-    return "".join(p if i % 2 or not HAN_ANY.search(p) else convert(p) for i, p in enumerate(parts))
+def opencc_dictionaries(config: str) -> list[Path]:
+    """The dictionary files the installed OpenCC ``config`` reads, in the order of its JSON file
+    (empty when the config file cannot be found)."""
+    path = Path(str(getattr(_converter(config), "config", "")))
+    if not path.is_file():
+        return []
+    files: list[Path] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("file"), str):
+                files.append(path.parent / node["file"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(path.read_text(encoding="utf-8")))
+    return files
+
+
+@lru_cache(maxsize=8)
+def opencc_fingerprint(config: str) -> str | None:
+    """A hash of the installed config file and of every dictionary it reads (None if not found)."""
+    path = Path(str(getattr(_converter(config), "config", "")))
+    files = opencc_dictionaries(config)
+    if not files or not all(f.is_file() for f in files):
+        return None
+    h = hashlib.blake2b(path.read_bytes(), digest_size=16)
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=8)
+def opencc_triggers(config: str) -> str | None:
+    """Characters without which OpenCC ``config`` leaves a text unchanged (see
+    bench/make_opencc_triggers.py), or None when the installed dictionaries are not the ones they
+    were read from."""
+    try:
+        recorded = json.loads(TRIGGERS_FILE.read_text(encoding="utf-8")).get(config)
+    except (OSError, ValueError):
+        return None
+    if not recorded or recorded.get("fingerprint") != opencc_fingerprint(config):
+        return None
+    return str(recorded["chars"])
 
 
 def to_simplified(text: str, config: str) -> str:
     """Convert the CJK runs of ``text`` with OpenCC ``config``; protected spans are untouched."""
-    if config == "off" or not HAN_ANY.search(text):
-        return text
-    convert = _converter(config).convert  # type: ignore[attr-defined]
+    return to_simplified_batch([text], config)[0]
+
+
+def _segments(text: str) -> list[str]:
+    """``text`` cut into segments to convert (even indices) and protected spans (odd indices)."""
     if not ("://" in text or "@" in text or "`" in text):
-        return _convert_segment(text, convert)
+        return [text]
     out, last = [], 0
     for m in PROTECTED.finditer(text):
-        out.append(_convert_segment(text[last : m.start()], convert))
-        out.append(m.group())
+        out += [text[last : m.start()], m.group()]
         last = m.end()
-    out.append(_convert_segment(text[last:], convert))
-    return "".join(out)
+    out.append(text[last:])
+    return out
+
+
+def _convert_all(segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
+    """``[convert(s) for s in segments]`` in one call: joined by newlines, which no OpenCC
+    dictionary entry holds (so no phrase spans two segments) and which OpenCC leaves alone."""
+    if len(segments) < 2:
+        return [convert(s) for s in segments]
+    lines = convert("\n".join(segments)).split("\n")
+    counts = [s.count("\n") + 1 for s in segments]
+    if len(lines) != sum(counts):  # never expected; convert one by one then
+        return [convert(s) for s in segments]
+    out, at = [], 0
+    for n in counts:
+        out.append("\n".join(lines[at : at + n]) if n > 1 else lines[at])
+        at += n
+    return out
+
+
+def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | None = None) -> list[str]:
+    """``to_simplified`` of every text, with one OpenCC call for the whole batch. ``has_han``
+    (optional, per text): whether the text holds a Han character, when already known."""
+    if config == "off":
+        return list(texts)
+    convert = _converter(config).convert  # type: ignore[attr-defined]
+    pieces: list[list[str] | None] = []  # per text: its segments (None: one segment, or no Han)
+    where: list[list[int]] = []  # per text of several segments, the ones to convert
+    todo: list[str] = []
+    kind: list[int] = []  # 0: no Han, 1: one segment, 2: several
+    for i, text in enumerate(texts):
+        if not (has_han[i] if has_han is not None else HAN_ANY.search(text) is not None):
+            kind.append(0)
+        elif not ("://" in text or "@" in text or "`" in text):  # one segment, holding Han
+            kind.append(1)
+            todo.append(text)
+        else:
+            segs = _segments(text)
+            at = [k for k in range(0, len(segs), 2) if HAN_ANY.search(segs[k])]
+            todo += [segs[k] for k in at]
+            pieces.append(segs)
+            where.append(at)
+            kind.append(2)
+    converted = iter(_convert_all(todo, convert))
+    several = iter(zip(pieces, where, strict=True))
+    out = []
+    for text, k in zip(texts, kind, strict=True):
+        if k == 0:
+            out.append(text)
+        elif k == 1:
+            out.append(_keep_latin(text, next(converted), convert))
+        else:
+            segs, at = next(several)
+            for j in at:
+                segs[j] = _keep_latin(segs[j], next(converted), convert)
+            out.append("".join(segs))
+    return out
+
+
+def _keep_latin(seg: str, done: str, convert) -> str:  # type: ignore[no-untyped-def]
+    """``done`` (OpenCC's output for ``seg``), unless it changed Latin letters (tw2sp: B肝 ->
+    乙肝): then the CJK runs between Latin words converted one by one."""
+    if (
+        done == seg
+        or not LATIN_LETTERS.search(seg)
+        or LATIN_LETTERS.findall(done) == LATIN_LETTERS.findall(seg)
+    ):
+        return done
+    parts = LATIN_LETTERS.split(seg)  # odd indices are Latin words, left alone
+    return "".join(p if j % 2 or not HAN_ANY.search(p) else convert(p) for j, p in enumerate(parts))
 
 
 # -- 8. lines and paragraphs -------------------------------------------------------------------
@@ -406,8 +529,149 @@ class NormalizeParams:
             raise ValueError("paragraph_separator must be one or more newlines, e.g. '\\n\\n' or '\\n'")
 
 
+# Per-text flags from one vectorised pass over a batch: bit set = the text holds such a character.
+F_ESC, F_AMP, F_NONASCII, F_SUSPECT, F_LATIN1, F_GBK_LEAD, F_HAN = (1 << i for i in range(7))
+F_ALWAYS_FOLD, F_MARKS, F_LATIN, F_OPENCC = (1 << i for i in range(7, 11))  # marks: MARKS, BRACKETS
+ALL_FLAGS = 0x7FF
+MARKS_OR_BRACKETS = re.compile(f"[{_M}{BRACKETS}]")
+
+
+@lru_cache(maxsize=4)
+def _flag_table(opencc: str = "off") -> np.ndarray:
+    """uint16 flags of every code point U+0000-U+10FFFF (the classes of the regexes they stand for).
+    F_OPENCC: a trigger character of OpenCC config ``opencc`` (every Han character when they are
+    not known)."""
+    table = np.zeros(0x110000, dtype=np.uint16)
+    bmp = "".join(map(chr, range(0x10000)))
+    for flag, pattern in (
+        (F_SUSPECT, SUSPECT),
+        (F_LATIN1, LATIN1_HIGH),
+        (F_GBK_LEAD, _utf8_as_gbk_lead()),
+        (F_ALWAYS_FOLD, re.compile(f"[{ALWAYS_FOLD}]")),
+        (F_MARKS, MARKS_OR_BRACKETS),
+        (F_LATIN, LATIN_ALNUM_RE),
+        (F_HAN, HAN_ANY),
+    ):
+        table[[m.start() for m in pattern.finditer(bmp)]] |= flag
+    table[0x20000:0x31350] |= F_HAN  # the Han extensions beyond the BMP (HAN_ANY)
+    table[0x80:] |= F_NONASCII
+    table[0x1B] |= F_ESC
+    table[ord("&")] |= F_AMP
+    triggers = opencc_triggers(opencc) if opencc != "off" else ""
+    if triggers is None:
+        table[(table & F_HAN) != 0] |= F_OPENCC
+    else:
+        table[[ord(c) for c in triggers]] |= F_OPENCC
+    return table
+
+
+def batch_flags(texts: list[str], opencc: str = "off") -> list[int]:
+    """The F_* flags of every text (lone surrogates included, as in the texts); F_OPENCC for
+    OpenCC config ``opencc``."""
+    if not texts:
+        return []
+    return flags_per_text(batch_chars(texts), _flag_table(opencc)).tolist()
+
+
+# Classes for the quiet-text test: after the always-folded characters are folded (position by
+# position), 1: Latin letter or digit, 2: neutral, 4: mark, 8: bracket, 16: whitespace a line
+# may end with (space, tab, U+3000), 32: any whitespace.
+Q_LATIN, Q_NEUTRAL, Q_MARK, Q_BRACKET, Q_TRAIL, Q_SPACE, Q_CJK, Q_LEAD = (1 << i for i in range(8))
+
+
+@lru_cache(maxsize=1)
+def _quiet_table() -> np.ndarray:
+    """uint8 Q_* classes of every code point. Latin, neutral, mark, bracket and CJK-or-full-width
+    as after the always-folded characters are folded (one character for one); Q_LEAD: a
+    character UTF-8 read as GBK starts with."""
+    table = np.zeros(0x110000, dtype=np.uint8)
+    bmp = "".join(map(chr, range(0x10000)))
+    folded = ALWAYS_FOLD_RUN.sub(lambda m: m.group().translate(ALWAYS_FOLD_TABLE), bmp)
+    assert len(folded) == len(bmp)
+    for flag, pattern in (
+        (Q_LATIN, LATIN_ALNUM_RE),
+        (Q_NEUTRAL, re.compile(f"[{NEUTRAL}]")),
+        (Q_MARK, re.compile(f"[{_M}]")),
+        (Q_BRACKET, re.compile(f"[{BRACKETS}]")),
+        (Q_CJK, CJK_OR_FULLWIDTH),
+    ):
+        table[[m.start() for m in pattern.finditer(folded)]] |= flag
+    table[0x20000:0x31350] |= Q_CJK  # Han beyond the BMP
+    for c in " \t\u3000":
+        table[ord(c)] |= Q_TRAIL
+    table[[m.start() for m in re.finditer(r"\s", bmp)]] |= Q_SPACE
+    table[[m.start() for m in _utf8_as_gbk_lead().finditer(bmp)]] |= Q_LEAD
+    return table
+
+
+def quiet_texts(
+    texts: list[str], flags: list[int], strip_trailing_space: bool
+) -> tuple[list[bool], list[int]]:
+    """Per text: (steps 1-8 can change it at most by NFC, so it stays as it is when it is NFC;
+    its flags with F_MARKS cleared when step 6 cannot fold a mark or bracket in context and
+    F_GBK_LEAD cleared when no two such leads are close enough for UTF-8-read-as-GBK mojibake).
+
+    Quiet: none of the characters steps 1-5 and 7 act on, no always-folded character, no
+    bracket, no mark that step 6 folds (a mark in a run of neutral characters and marks with a
+    Latin letter or digit on one side and no CJK or full-width character on the other, or in a
+    run too long to tell), no line ending in whitespace, no two newlines in a row, no newline
+    first and no whitespace last."""
+    bc = batch_chars(texts)
+    cps, starts, doc = bc.cps, bc.starts, bc.doc
+    n, size = len(texts), len(cps)
+    q = _quiet_table()[cps]
+    noisy = np.zeros(n, dtype=bool)
+    # step 8
+    newline = cps == 0x0A
+    newline[starts[1:] - 1] = False  # the joining "\n"
+    pair = newline[1:] & (newline[:-1] | ((q[:-1] & Q_TRAIL) != 0 if strip_trailing_space else False))
+    noisy[doc[np.flatnonzero(pair)]] = True
+    noisy |= newline[starts[:-1]]
+    last = starts[1:] - 2
+    noisy |= ((q[np.maximum(last, 0)] & Q_SPACE) != 0) & (last >= starts[:-1])
+    # step 6: runs of neutral characters and marks (brackets count as neutral) holding a mark
+    run = (q & (Q_NEUTRAL | Q_MARK | Q_BRACKET)) != 0
+    begin = run.copy()
+    begin[1:] &= ~run[:-1]
+    stop = run.copy()
+    stop[:-1] &= ~run[1:]
+    first = np.flatnonzero(begin)
+    end = np.flatnonzero(stop)
+    marks = np.flatnonzero((q & Q_MARK) != 0)
+    marked = np.zeros(len(first), dtype=bool)
+    marked[np.searchsorted(first, marks, side="right") - 1] = True  # (every mark is in a run)
+    with_mark = np.flatnonzero(marked)
+    context = (np.bitwise_or.reduceat(q, starts[:-1]) & Q_BRACKET) != 0
+    if len(with_mark):
+        s, e = first[with_mark], end[with_mark]
+        before = np.where(s > 0, q[np.maximum(s - 1, 0)], 0)
+        after = np.where(e + 1 < size, q[np.minimum(e + 1, size - 1)], 0)
+        fold = ((before & Q_LATIN) != 0) & ((after & Q_CJK) == 0)
+        fold |= ((after & Q_LATIN) != 0) & ((before & Q_CJK) == 0)
+        fold |= e - s + 1 > 64  # a long run: the bounded patterns may stop inside it
+        context[doc[s[fold]]] = True
+    noisy |= context
+    # step 2: two mojibake leads at most four characters apart
+    leads = np.flatnonzero((q & Q_LEAD) != 0)
+    close = np.zeros(n, dtype=bool)
+    close[doc[leads[:-1][np.diff(leads) <= 4]]] = True
+    keep = F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC
+    adjusted = [
+        f & ~((0 if c else F_MARKS) | (0 if g else F_GBK_LEAD))
+        for f, c, g in zip(flags, context.tolist(), close.tolist(), strict=True)
+    ]
+    quiet = [not (f & keep) and not loud for f, loud in zip(adjusted, noisy.tolist(), strict=True)]
+    return quiet, adjusted
+
+
 class Normalizer:
-    """The normalization of the module docstring as a callable: ``text -> (text, events)``."""
+    """The normalization of the module docstring as a callable: ``text -> (text, events)``.
+
+    ``prepare`` runs steps 1-6, ``finish`` step 8; step 7 (OpenCC) is ``to_simplified_batch``
+    between them, so that a batch needs one OpenCC call. ``flags`` (from ``batch_flags``) let
+    ``prepare`` skip the scans for characters a text does not hold; once a step has changed the
+    text they no longer hold and the scans run as usual.
+    """
 
     def __init__(self, params: NormalizeParams):
         self.p = params
@@ -416,18 +680,31 @@ class Normalizer:
         self.blank_probe = "\n\n\n" if self.separator == "\n\n" else "\n\n"
 
     def __call__(self, text: str) -> tuple[str, dict[str, int]]:
+        text, events, convert, has_han = self.prepare(text)
+        if convert:
+            converted = to_simplified_batch([text], self.p.opencc, [has_han])[0]
+            if converted != text:
+                events["opencc_changed"] = 1
+                text = converted
+        return self.finish(text), events
+
+    def prepare(self, text: str, flags: int = ALL_FLAGS) -> tuple[str, dict[str, int], bool, bool]:
+        """Steps 1-6: (text, events, whether step 7 applies, whether OpenCC may change the text:
+        it holds a Han character and, as far as ``flags`` tell, a trigger character)."""
         p = self.p
         events: dict[str, int] = {}
-        if "\x1b" in text:
+        if flags & F_ESC and "\x1b" in text:
             stripped = ANSI.sub("", text)
             if stripped != text:
                 events["ansi_removed"] = 1
                 text = stripped
-        if "&" in text and CHAR_REF.search(text):
+                flags = ALL_FLAGS
+        if flags & F_AMP and "&" in text and CHAR_REF.search(text):
             text = decode_char_refs(text)
             events["char_refs_decoded"] = 1
-        ascii_only = text.isascii()
-        if SUSPECT.search(text):
+            flags = ALL_FLAGS
+        ascii_only = not flags & F_NONASCII or text.isascii()
+        if flags & F_SUSPECT and SUSPECT.search(text):
             text = NEWLINES.sub("\n", text)
             cleaned = CONTROLS_AND_INVISIBLE.sub("", text)
             if len(cleaned) != len(text):
@@ -435,32 +712,40 @@ class Normalizer:
                 if "&" in cleaned:  # a removal may have joined a reference: "&#3\x0042;"
                     cleaned = decode_char_refs(cleaned)
             text = UNICODE_SPACES.sub(" ", cleaned)
+            flags = ALL_FLAGS
         if p.repair_mojibake and not ascii_only:
-            repaired, fixes = repair_mojibake(text)
+            repaired, fixes = repair_mojibake(text, bool(flags & F_LATIN1), bool(flags & F_GBK_LEAD))
             if fixes:
                 events["mojibake_repaired"] = fixes
                 # a repair may decode to characters step 4 removes: clean again
                 text = UNICODE_SPACES.sub(" ", CONTROLS_AND_INVISIBLE.sub("", NEWLINES.sub("\n", repaired)))
-        if not ascii_only:
-            if p.unicode_form == "NFC" and not unicodedata.is_normalized("NFC", text):
-                text = unicodedata.normalize("NFC", text)
-                events["nfc_changed"] = 1
-            if p.width_fold:
-                folded = fold_width(text)
-                if folded != text:
-                    events["width_folded"] = 1
-                    text = folded
-            if p.opencc != "off":
-                converted = to_simplified(text, p.opencc)
-                if converted != text:
-                    events["opencc_changed"] = 1
-                    text = converted
-        if p.strip_trailing_space and (" \n" in text or "\t\n" in text or "\u3000\n" in text):
+                flags = ALL_FLAGS
+        if ascii_only:
+            return text, events, False, False
+        if p.unicode_form == "NFC" and not unicodedata.is_normalized("NFC", text):
+            text = unicodedata.normalize("NFC", text)
+            events["nfc_changed"] = 1
+            flags = ALL_FLAGS
+        if p.width_fold and flags & (F_ALWAYS_FOLD | F_MARKS):
+            folded = fold_width(
+                text, bool(flags & F_ALWAYS_FOLD), bool(flags & F_MARKS), bool(flags & F_LATIN)
+            )
+            if folded != text:
+                events["width_folded"] = 1
+                text = folded
+                flags = ALL_FLAGS
+        # OpenCC runs on texts with Han characters; one without a trigger character comes out as
+        # it went in (all flags set: not known, look)
+        may_change = flags == ALL_FLAGS or (flags & F_HAN and flags & F_OPENCC)
+        return text, events, p.opencc != "off", bool(may_change) and HAN_ANY.search(text) is not None
+
+    def finish(self, text: str) -> str:
+        """Step 8: trailing spaces, blank-line runs, leading blank lines, trailing whitespace."""
+        if self.p.strip_trailing_space and (" \n" in text or "\t\n" in text or "\u3000\n" in text):
             text = TRAILING_SPACE.sub("", text)
         if self.blank_probe in text:
             text = BLANK_LINES.sub(self.separator, text)
-        text = text.lstrip("\n").rstrip()
-        return text, events
+        return text.lstrip("\n").rstrip()
 
 
 def normalize_text(text: str, **params: object) -> str:
@@ -480,18 +765,46 @@ class Normalize(MapStage):
         self._normalizer = Normalizer(params)
 
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
-        out: list[StageResult] = []
+        norm = self._normalizer
+        p = self.params
+        texts = [d.text for d in batch]
+        wide = mostly_wide(texts)
+        if wide is None:
+            flags = batch_flags(texts, p.opencc)
+            quiet, flags = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
+        else:  # ASCII-only texts take the per-text checks
+            flags, quiet = [ALL_FLAGS] * len(texts), [False] * len(texts)
+            some = [texts[i] for i in wide]
+            some_quiet, some_flags = (
+                quiet_texts(some, batch_flags(some, p.opencc), p.strip_trailing_space) if some else ([], [])
+            )
+            for i, q, f in zip(wide, some_quiet, some_flags, strict=True):
+                flags[i], quiet[i] = f, q
+        nfc = p.unicode_form == "NFC"
+        work = [
+            i
+            for i, (text, f, q) in enumerate(zip(texts, flags, quiet, strict=True))
+            if not q or (f & F_NONASCII and nfc and not unicodedata.is_normalized("NFC", text))
+        ]  # the others: nothing to change
+        prepared = [norm.prepare(texts[i], flags[i]) for i in work]
+        todo = [k for k, x in enumerate(prepared) if x[2] and x[3]]
+        converted = to_simplified_batch([prepared[k][0] for k in todo], p.opencc, [True] * len(todo))
+        done = [x[0] for x in prepared]
+        for k, text in zip(todo, converted, strict=True):
+            if text != done[k]:
+                prepared[k][1]["opencc_changed"] = 1
+                done[k] = text
         totals: dict[str, int] = {}
         changed = 0
-        for doc in batch:
-            text, events = self._normalizer(doc.text)
+        for i, text, (_, events, _, _) in zip(work, done, prepared, strict=True):
+            text = norm.finish(text)
+            doc = batch[i]
             if text != doc.text:
                 changed += 1
                 doc.text = text
             for k, v in events.items():
                 totals[k] = totals.get(k, 0) + v
-            out.append(doc if text else Drop(doc, "empty"))
         ctx.stats.count("changed", changed)
         for k, v in totals.items():
             ctx.stats.count(k, v)
-        return out
+        return [doc if doc.text else Drop(doc, "empty") for doc in batch]

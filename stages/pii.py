@@ -29,9 +29,13 @@ import datetime
 import ipaddress
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
+from stages._charclass import batch_chars, decimal_counts, decimal_low, mostly_wide
 
 TYPES = ("email", "phone", "id", "bank_card", "ip", "url_secret")
 PLACEHOLDERS = {
@@ -101,6 +105,38 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+# What the checks need (bits of ``text_hints``): ":" (URLs, IPv6), "@" (e-mail), at least 7
+# decimal digits (phones, IDs, cards: LONG_NUMBER_HINT), 3 digits and a "." (IPV4_HINT).
+P_COLON, P_AT, P_7_DIGITS, P_IPV4 = (1 << i for i in range(4))
+ALL_HINTS = 0xF
+
+
+@lru_cache(maxsize=1)
+def _hint_table() -> np.ndarray:
+    """uint8 per code point: 1 ":", 2 "@", 4 ".", 8 a decimal digit (below U+20000)."""
+    table = np.zeros(0x110000, dtype=np.uint8)
+    table[ord(":")] = 1
+    table[ord("@")] = 2
+    table[ord(".")] = 4
+    table[:0x20000][decimal_low()] = 8
+    return table
+
+
+def text_hints(texts: list[str]) -> list[int]:
+    """Per text, the P_* bits of what it holds (\\d digits as re counts them)."""
+    bc = batch_chars(texts)
+    t = _hint_table()[bc.cps]
+    starts = bc.starts[:-1]
+    held = np.bitwise_or.reduceat(t, starts).astype(np.int64)
+    digits = np.add.reduceat(t >= 8, starts)
+    if (bc.cps >= 0x20000).any():  # digits beyond U+20000 are looked at one by one
+        digits = decimal_counts(bc)
+    flags = np.where(held & 1, P_COLON, 0) | np.where(held & 2, P_AT, 0)
+    flags |= np.where(digits >= 7, P_7_DIGITS, 0)
+    flags |= np.where((digits >= 3) & ((held & 4) != 0), P_IPV4, 0)
+    return flags.tolist()
+
+
 @dataclass
 class PiiParams:
     types: list[str] = param(list(TYPES), help="PII types to replace: " + ", ".join(TYPES))
@@ -119,7 +155,9 @@ class PiiScrubber:
         self.types = set(p.types)
         self.keep_ips = set(p.keep_ips)
 
-    def scrub(self, text: str) -> tuple[str, dict[str, int]]:
+    def scrub(self, text: str, hints: int = ALL_HINTS) -> tuple[str, dict[str, int]]:
+        """(text with placeholders, {type: count}). ``hints`` (from ``text_hints``): what ``text``
+        holds; a check needing what it lacks is skipped (replacements only remove characters)."""
         counts: dict[str, int] = {}
 
         def hit(kind: str) -> str:
@@ -127,14 +165,14 @@ class PiiScrubber:
             return PLACEHOLDERS[kind]
 
         t = self.types
-        if "url_secret" in t and "://" in text:
+        if "url_secret" in t and hints & P_COLON and "://" in text:
             text = URL.sub(self._url, text)
             n = text.count(PLACEHOLDERS["url_secret"])
             if n:
                 counts["url_secret"] = n
-        if "email" in t and "@" in text:
+        if "email" in t and hints & P_AT and "@" in text:
             text = EMAIL.sub(lambda m: hit("email"), text)
-        long_number = LONG_NUMBER_HINT.search(text) is not None
+        long_number = bool(hints & P_7_DIGITS) and LONG_NUMBER_HINT.search(text) is not None
         if long_number and "id" in t:
             text = ID18.sub(lambda m: hit("id") if valid_resident_id(m.group()) else m.group(), text)
         if long_number and "bank_card" in t:
@@ -151,9 +189,9 @@ class PiiScrubber:
         if long_number and "phone" in t:
             text = PHONE.sub(lambda m: hit("phone"), text)
         if "ip" in t:
-            if IPV4_HINT.search(text):
+            if hints & P_IPV4 and IPV4_HINT.search(text):
                 text = IPV4.sub(self._ipv4(hit), text)
-            if "::" in text or text.count(":") >= 7:
+            if hints & P_COLON and ("::" in text or text.count(":") >= 7):
                 text = IPV6.sub(self._ipv6(hit), text)
         return text, counts
 
@@ -200,8 +238,18 @@ class Pii(MapStage):
     def process(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         totals: dict[str, int] = {}
         changed = 0
-        for doc in batch:
-            text, counts = self.scrubber.scrub(doc.text)
+        texts = [d.text for d in batch]
+        wide = mostly_wide(texts)
+        if wide is None:
+            all_hints = text_hints(texts) if batch else []
+        else:  # mostly ASCII: every check (they would all run anyway)
+            all_hints = [ALL_HINTS] * len(texts)
+            for i, h in zip(wide, text_hints([texts[i] for i in wide]) if wide else [], strict=True):
+                all_hints[i] = h
+        for doc, hints in zip(batch, all_hints, strict=True):
+            if not hints:
+                continue
+            text, counts = self.scrubber.scrub(doc.text, hints)
             if counts:
                 changed += 1
                 doc.text = text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -10,6 +11,17 @@ from dataprep.document import Document
 from dataprep.readers import LineReader
 from dataprep.recipe import InputParams
 from dataprep.stage import InputSplit, ReadReport, param, register
+
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \uD800-\uDFFF in the raw line
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired one
+
+
+def _without_lone_surrogates(obj: dict) -> tuple[dict, bool]:
+    """obj with every unpaired UTF-16 surrogate (not encodable as UTF-8) replaced by U+FFFD."""
+    dumped = json.dumps(obj, ensure_ascii=False)
+    if not LONE_SURROGATE.search(dumped):
+        return obj, False
+    return json.loads(LONE_SURROGATE.sub("\ufffd", dumped)), True
 
 
 @dataclass
@@ -44,6 +56,14 @@ class JsonlReader(LineReader):
                     "malformed_json", where, f"expected a JSON object, got {type(obj).__name__}", rec.text
                 )
                 continue
+            if SURROGATE_ESCAPE.search(rec.text):
+                obj, changed = _without_lone_surrogates(obj)
+                if changed:
+                    message = "unpaired UTF-16 surrogate escape(s), which are not text"
+                    if p.invalid_utf8 == "drop":
+                        report.record_error("invalid_utf8", where, message, rec.text)
+                        continue
+                    report.repair("invalid_utf8", where, message + " (replaced with U+FFFD)")
             text = obj.pop(p.text_field, None)
             if text is None:
                 report.record_error(

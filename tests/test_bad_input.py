@@ -38,6 +38,23 @@ def test_invalid_utf8_replaced_by_default_and_dropped_on_request(tmp_path: Path)
     assert [(r["reason"], r["id"]) for r in rejected] == [("invalid_utf8", "in.jsonl:2")]
 
 
+def test_unpaired_surrogate_escapes_in_json_are_replaced_or_dropped(tmp_path: Path) -> None:
+    """json.loads accepts "\\ud800" alone, which no UTF-8 writer can store: repaired like
+    invalid UTF-8 (in the text, the id and other fields), never a crash; pairs stay emoji."""
+    f = tmp_path / "s.jsonl"
+    lone = '{"text": "繁體中文\\ud800字", "id": "x\\udfff", "tag": ["\\ud83d"]}\n'
+    pair = '{"text": "笑脸\\ud83d\\ude00很好看的样子"}\n'
+    f.write_text(GOOD + lone + pair, encoding="utf-8")
+    stats = run([f], tmp_path / "o1")
+    drops, counters, samples = problems(tmp_path / "o1")
+    assert drops == {} and counters["repaired.invalid_utf8"] == 1
+    assert samples["invalid_utf8"][0]["where"] == "s.jsonl:2"
+    assert stats["totals"]["docs_in"] == 3
+    run([f], tmp_path / "o2", recipe_with(invalid_utf8="drop"))
+    drops, _, _ = problems(tmp_path / "o2")
+    assert drops == {"invalid_utf8": 1}
+
+
 def test_nul_bytes_are_removed_and_counted(tmp_path: Path) -> None:
     f = tmp_path / "n.txt"
     f.write_bytes("甲\x00乙丙丁\n".encode() + b"plain line\n")

@@ -361,6 +361,12 @@ class LocalExecutor:
             )
         return self._pool
 
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live pool workers (for CPU accounting)."""
+        if self._pool is None:
+            return []
+        return list(getattr(self._pool, "_processes", None) or {})
+
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """[fn(x) for x in items], run on the worker pool; fn must be a module-level function."""
         if self.workers == 1 or len(items) <= 1:
@@ -402,6 +408,41 @@ class LocalExecutor:
                 except Exception:
                     break
                 bar.update(docs, nbytes)
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used so far; 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class PhaseClock:
+    """Wall and CPU seconds per phase of a run (``timings.json``). CPU counts this process, its
+    finished children (e.g. a tokenizer trained in a process of its own) and the live workers of
+    the executor, when it names them (``worker_pids``; read from /proc, so Linux only). On a
+    shared machine CPU seconds are the steadier measure."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.runner: Any = None
+
+    def _cpu(self) -> float:
+        t = os.times()
+        total = t.user + t.system + t.children_user + t.children_system
+        pids = getattr(self.runner, "worker_pids", None)
+        return total + sum(_process_cpu(pid) for pid in (pids() if pids else []))
+
+    def start(self) -> tuple[float, float]:
+        return time.monotonic(), self._cpu()
+
+    def stop(self, name: str, started: tuple[float, float]) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started[0]
+        self.cpu[name] = self.cpu.get(name, 0.0) + max(self._cpu() - started[1], 0.0)
 
 
 def _default_workers() -> int:
@@ -506,6 +547,8 @@ def prepare(
 ) -> dict[str, Any]:
     """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json."""
     started = time.monotonic()
+    clock = PhaseClock()
+    begun = clock.start()
     run = RunDir(Path(out).resolve())
     files = expand_inputs(inputs, exclude=run.out)
     workers = workers or _default_workers()
@@ -557,12 +600,13 @@ def prepare(
     stages = [spec.build() for spec in recipe.stages]
     labels = [spec.label for spec in recipe.stages]
     passes = plan_passes(stages)
+    clock.stop("plan", begun)
     artifacts: dict[str, Any] = {}
     driver_stats = {label: StageStats() for label in labels}
     manifest_parts: list[dict[str, Any]] = []
-    timings: dict[str, float] = {}
     total_bytes = sum(t.nbytes for t in plan.tasks)
     with make_executor(executor, workers, ray_address) as runner:
+        clock.runner = runner
 
         def driver_ctx(i: int, stats: StageStats) -> DriverContext:
             work = run.stage_dir(i, labels[i])
@@ -580,14 +624,16 @@ def prepare(
                 parallel_map=runner.map,
             )
 
+        t0 = clock.start()
         for i, st in enumerate(stages):
             st.setup(driver_ctx(i, driver_stats[labels[i]]))
+        clock.stop("setup", t0)
         for p in passes:
             write_text_atomic(run.work / "artifacts.json", json.dumps(artifacts, ensure_ascii=False))
             todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
             names = [labels[i] for i in [p.apply, *p.maps, p.compute] if i is not None]
             title = f"pass {p.index + 1}/{len(passes)}" + (f" ({' > '.join(names)})" if names else "")
-            t0 = time.monotonic()
+            t0 = clock.start()
             if todo:
                 if p.index == 0:
                     todo.sort(key=lambda i: -plan.tasks[i].nbytes)  # longest first
@@ -608,11 +654,11 @@ def prepare(
                 )
                 with bar:
                     runner.run_pass(run.out, p.index, todo, bar)
-            timings[f"pass{p.index}"] = time.monotonic() - t0
+            clock.stop(f"pass{p.index}", t0)
             if p.compute is not None:
                 label = labels[p.compute]
                 decided = run.decided(p.index)
-                t0 = time.monotonic()
+                t0 = clock.start()
                 if decided.exists():
                     result = json.loads(decided.read_text())
                 else:
@@ -632,12 +678,14 @@ def prepare(
                 artifacts.update(result["artifacts"])
                 manifest_parts.append(result["manifest"])
                 driver_stats[label].merge(StageStats.from_json(result["stats"]))
-                timings[f"decide.{label}"] = time.monotonic() - t0
+                clock.stop(f"decide.{label}", t0)
             if not keep_work:  # what the next pass no longer reads
                 if p.index == 0:
                     shutil.rmtree(run.work / "inputs", ignore_errors=True)
                 else:
                     shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+        clock.runner = None  # its workers are reaped on leaving: their CPU moves to os.times()
+    t0 = clock.start()
     stats = _finalize(
         run,
         recipe,
@@ -653,17 +701,21 @@ def prepare(
         hashes,
         files,
     )
-    timings["total"] = time.monotonic() - started
-    write_text_atomic(
-        run.out / "timings.json", json.dumps({"workers": workers, "seconds": timings}, indent=1)
-    )
+    clock.stop("finalize", t0)
+    total = time.monotonic() - started
+    timings = {
+        "workers": workers,
+        "seconds": {k: round(v, 3) for k, v in {**clock.seconds, "total": total}.items()},
+        "cpu_seconds": {k: round(v, 2) for k, v in {**clock.cpu, "total": sum(clock.cpu.values())}.items()},
+    }
+    write_text_atomic(run.out / "timings.json", json.dumps(timings, indent=1))
     write_text_atomic(run.work / COMPLETE, "{}")
     if not keep_work:  # intermediates are no longer needed; run.json + COMPLETE make reruns no-ops
         for entry in run.work.iterdir():
             if entry.name not in ("run.json", COMPLETE):
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     if not quiet:
-        _summary(stats, run.out, timings["total"])
+        _summary(stats, run.out, total)
     return stats
 
 

@@ -33,7 +33,7 @@ import yaml
 
 from dataprep import __version__
 from dataprep import stage as registry
-from dataprep.docstore import DocWriter, RejectedWriter, read_docs
+from dataprep.docstore import FRAMES_SUFFIX, PARQUET_SUFFIX, DocWriter, RejectedWriter, read_docs
 from dataprep.document import Document, Drop
 from dataprep.io import file_sha256, write_text_atomic
 from dataprep.plan import Plan, expand_inputs, make_plan
@@ -108,8 +108,11 @@ class RunDir:
     def pass_dir(self, p: int) -> Path:
         return self.work / f"pass{p}"
 
-    def docs(self, p: int, task_id: str) -> Path:
-        return self.pass_dir(p) / "docs" / f"{task_id}.parquet"
+    def docs(self, p: int, task_id: str, final: bool = False) -> Path:
+        """A task's documents after pass p: Parquet when they become outputs (``final``), else
+        frames, cheaper to write and read (see :mod:`dataprep.docstore`)."""
+        suffix = PARQUET_SUFFIX if final else FRAMES_SUFFIX
+        return self.pass_dir(p) / "docs" / f"{task_id}{suffix}"
 
     def marker(self, p: int, task_id: str) -> Path:
         return self.pass_dir(p) / "done" / f"{task_id}.json"
@@ -253,9 +256,13 @@ def run_task(
             state.reader(split.reader).read(split, report), batch_size
         )
     else:
-        source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
+        previous = run.docs(pass_index - 1, task_id)
+        if not previous.exists() and previous.with_suffix(PARQUET_SUFFIX).exists():
+            previous = previous.with_suffix(PARQUET_SUFFIX)  # a run begun by an earlier version
+        source = read_docs(previous, batch_size)
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
-    writer = None if terminal else DocWriter(run.docs(pass_index, task_id))
+    last_pass = pass_index == len(state.passes) - 1
+    writer = None if terminal else DocWriter(run.docs(pass_index, task_id, final=last_pass))
     last_position = 0
     for batch in source:
         if pass_index == 0:
@@ -284,7 +291,7 @@ def run_task(
                 stats[p.compute].chars_out += sum(len(d.text) for d in batch)
                 kept_lengths.add([len(d.text) for d in batch])
             st.compute(batch, contexts[p.compute])
-        elif pass_index == len(state.passes) - 1:
+        elif last_pass:
             kept_lengths.add([len(d.text) for d in batch])
         if writer is not None:
             writer.write(batch)
@@ -758,7 +765,7 @@ def _finalize(
     if last.compute is None or not getattr(stages[last.compute], "terminal", False):
         for t in task_ids:
             (final / "documents").mkdir(exist_ok=True)
-            os.link(run.docs(last.index, t), final / "documents" / f"{t}.parquet")
+            os.link(run.docs(last.index, t, final=True), final / "documents" / f"{t}.parquet")
     for label in [READ_LABEL, *labels]:
         parts = [run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in task_ids]
         parts = [x for x in parts if x.exists()]

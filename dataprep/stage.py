@@ -324,6 +324,9 @@ class ShardWriter:
     ``plan``: rows per file for each split); ``write`` takes row batches
     (:class:`dataprep.formats.rows.RowBatch`: tokens [rows, seq_length + 1] plus each row's
     actual_seq_len) in final order; ``close`` returns manifest entries for the files it wrote.
+    ``parallel_map`` is set by the stage that drives the writer when the run has workers: a
+    writer may spread work that does not need the row order (e.g. one call per file) with
+    :meth:`run_parallel`.
     """
 
     name: ClassVar[str] = ""
@@ -334,6 +337,14 @@ class ShardWriter:
         self.params = params
         self.out_dir = out_dir
         self.meta = meta
+        self.parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
+
+    def run_parallel(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """[fn(x) for x in items], on the run's workers when ``parallel_map`` is set (fn must be a
+        module-level function); results in item order."""
+        if self.parallel_map is None:
+            return [fn(x) for x in items]
+        return self.parallel_map(fn, items)
 
     def write(self, rows: Any, split: str) -> None:
         raise NotImplementedError

@@ -380,6 +380,13 @@ class LocalExecutor:
             return [fn(x) for x in items]
         return list(self._ensure_pool().map(fn, items))
 
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        """Start fn(arg) on a pool worker and return its future (``.result()``); None when the run
+        has one worker (everything then runs in this process, in order)."""
+        if self.workers == 1:
+            return None
+        return self._ensure_pool().submit(fn, arg)
+
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         if self.workers == 1 or len(task_indices) <= 1:
             for t in task_indices:
@@ -611,6 +618,7 @@ def prepare(
     artifacts: dict[str, Any] = {}
     driver_stats = {label: StageStats() for label in labels}
     manifest_parts: list[dict[str, Any]] = []
+    drawn: Any = None  # report plots drawn by a worker during the last decide
     total_bytes = sum(t.nbytes for t in plan.tasks)
     with make_executor(executor, workers, ray_address) as runner:
         clock.runner = runner
@@ -629,6 +637,7 @@ def prepare(
                 workers=workers,
                 quiet=quiet,
                 parallel_map=runner.map,
+                background=getattr(runner, "submit", None),
             )
 
         t0 = clock.start()
@@ -662,6 +671,20 @@ def prepare(
                 with bar:
                     runner.run_pass(run.out, p.index, todo, bar)
             clock.stop(f"pass{p.index}", t0)
+            if p is passes[-1] and p.compute is not None and not run.decided(p.index).exists():
+                t0 = clock.start()
+                drawn = _draw_ahead(
+                    runner,
+                    recipe,
+                    run,
+                    passes,
+                    labels,
+                    task_ids,
+                    plan_stats,
+                    plan_report.samples,
+                    driver_stats,
+                )
+                clock.stop("report.draw_ahead", t0)
             if p.compute is not None:
                 label = labels[p.compute]
                 decided = run.decided(p.index)
@@ -691,6 +714,13 @@ def prepare(
                     shutil.rmtree(run.work / "inputs", ignore_errors=True)
                 else:
                     shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+        if drawn is not None:
+            t0 = clock.start()
+            try:
+                drawn = drawn.result()
+            except Exception:  # drawn again at the end, where a real problem shows itself
+                drawn = None
+            clock.stop("report.draw_ahead", t0)
         clock.runner = None  # its workers are reaped on leaving: their CPU moves to os.times()
     t0 = clock.start()
     stats = _finalize(
@@ -707,6 +737,7 @@ def prepare(
         manifest_parts,
         hashes,
         files,
+        drawn,
     )
     clock.stop("finalize", t0)
     total = time.monotonic() - started
@@ -740,17 +771,17 @@ def _finalize(
     manifest_parts: list[dict[str, Any]],
     hashes: dict[str, str],
     files: list[Any],
+    drawn: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """Assemble stats.json, manifest.json, recipe.yaml, report.html (with the plots drawn ahead of
+    time in ``drawn``, if any) and move the outputs into OUT."""
     from dataprep.report import write_report
 
-    read, per_stage, samples, kept_lengths = _merge_task_stats(run, passes, labels, task_ids)
-    read.merge(plan_stats)
-    for kind, items in plan_samples.items():
-        samples[kind] = items + samples.get(kind, [])[: ReadReport.SAMPLES_PER_KIND - len(items)]
-    for label in labels:
-        per_stage[label].merge(driver_stats[label])
+    all_stats, samples, kept_lengths = _collect_stats(
+        run, passes, labels, task_ids, plan_stats, plan_samples, driver_stats
+    )
+    read = all_stats[READ_LABEL]
     order = [READ_LABEL, *labels]
-    all_stats = {READ_LABEL: read, **per_stage}
     totals = check_accounting(order, all_stats)
     totals["dropped_by_reason"] = {
         f"{label}/{reason}": n for label in order for reason, n in sorted(all_stats[label].drops.items())
@@ -781,16 +812,9 @@ def _finalize(
             "problems": {k: v for k, v in sorted(read.counters.items())},
             "problem_samples": dict(sorted(samples.items())),
         },
-        "stages": [
-            {"label": label, "stage": name, "kind": kind, **all_stats[label].to_json()}
-            for label, name, kind in [(READ_LABEL, "read", "reader")]
-            + [(s.label, s.name, registry.get(s.name).kind) for s in recipe.stages]
-        ],
+        "stages": _stage_entries(recipe, all_stats),
         "totals": totals,
-        "length_chars": {
-            "read": read.histograms.get("length_chars", Histogram(LENGTH_EDGES)).to_json(),
-            "kept": kept_lengths.to_json(),
-        },
+        "length_chars": _length_entries(all_stats, kept_lengths),
     }
     manifest: dict[str, Any] = {
         "format_version": 1,
@@ -807,7 +831,7 @@ def _finalize(
     write_text_atomic(
         final / "recipe.yaml", yaml.safe_dump(recipe.resolved(), allow_unicode=True, sort_keys=False)
     )
-    write_report(final, stats, manifest)
+    write_report(final, stats, manifest, drawn)
     for entry in sorted(final.iterdir()):
         target = run.out / entry.name
         if target.is_dir():
@@ -817,6 +841,73 @@ def _finalize(
         os.replace(entry, target)
     final.rmdir()
     return stats
+
+
+def _collect_stats(
+    run: RunDir,
+    passes: list[Pass],
+    labels: list[str],
+    task_ids: list[str],
+    plan_stats: StageStats,
+    plan_samples: dict[str, list[dict[str, str]]],
+    driver_stats: dict[str, StageStats],
+) -> tuple[dict[str, StageStats], dict[str, list[dict[str, str]]], Histogram]:
+    """(stats per stage label, read first; problem samples; kept lengths) of every completed task
+    of ``passes`` and of the driver so far."""
+    read, per_stage, samples, kept_lengths = _merge_task_stats(run, passes, labels, task_ids)
+    read.merge(plan_stats)
+    for kind, items in plan_samples.items():
+        samples[kind] = items + samples.get(kind, [])[: ReadReport.SAMPLES_PER_KIND - len(items)]
+    for label in labels:
+        per_stage[label].merge(driver_stats[label])
+    return {READ_LABEL: read, **per_stage}, samples, kept_lengths
+
+
+def _stage_entries(recipe: Recipe, all_stats: dict[str, StageStats]) -> list[dict[str, Any]]:
+    return [
+        {"label": label, "stage": name, "kind": kind, **all_stats[label].to_json()}
+        for label, name, kind in [(READ_LABEL, "read", "reader")]
+        + [(s.label, s.name, registry.get(s.name).kind) for s in recipe.stages]
+    ]
+
+
+def _length_entries(all_stats: dict[str, StageStats], kept_lengths: Histogram) -> dict[str, Any]:
+    read = all_stats[READ_LABEL]
+    return {
+        "read": read.histograms.get("length_chars", Histogram(LENGTH_EDGES)).to_json(),
+        "kept": kept_lengths.to_json(),
+    }
+
+
+def _draw_ahead(
+    runner: Any,
+    recipe: Recipe,
+    run: RunDir,
+    passes: list[Pass],
+    labels: list[str],
+    task_ids: list[str],
+    plan_stats: StageStats,
+    plan_samples: dict[str, list[dict[str, str]]],
+    driver_stats: dict[str, StageStats],
+) -> Any:
+    """Start drawing the report's plots on a worker from the stats known now (every pass done),
+    while the last decide runs in the driver; returns a future of :func:`report.render_plots`, or
+    None when the executor has no idle worker to do it. Plots whose data the last decide changes
+    are drawn again at the end (``render`` matches them by spec), so the page does not depend on
+    this."""
+    submit = getattr(runner, "submit", None)
+    if submit is None:
+        return None
+    from dataprep.report import plot_specs, render_plots
+
+    all_stats, _, kept_lengths = _collect_stats(
+        run, passes, labels, task_ids, plan_stats, plan_samples, driver_stats
+    )
+    stats = {
+        "stages": _stage_entries(recipe, all_stats),
+        "length_chars": _length_entries(all_stats, kept_lengths),
+    }
+    return submit(render_plots, plot_specs(stats))
 
 
 def _summary(stats: dict[str, Any], out: Path, seconds: float) -> None:

@@ -579,6 +579,10 @@ class Pack(GlobalStage):
             raise RecipeError(
                 "pack: no documents reached the train split (all dropped, or validation_fraction too high)"
             )
+        for name in p.writers:  # e.g. a slow import, on idle workers while the driver packs
+            warm_up = registry.get(name).warm_up
+            if warm_up is not None:
+                ctx.start(warm_up, None)
         # 1. pack every split into its spool (shuffle buckets)
         spools: dict[str, RowSpool] = {}
         packers: dict[str, Any] = {}

@@ -375,8 +375,9 @@ class LocalExecutor:
         return list(getattr(self._pool, "_processes", None) or {})
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        """[fn(x) for x in items], run on the worker pool; fn must be a module-level function."""
-        if self.workers == 1 or len(items) <= 1:
+        """[fn(x) for x in items], run on the worker pool; fn must be a module-level function. A
+        single item runs in this process unless the pool is already up (it may hold a warm-up)."""
+        if self.workers == 1 or not items or (len(items) == 1 and self._pool is None):
             return [fn(x) for x in items]
         return list(self._ensure_pool().map(fn, items))
 

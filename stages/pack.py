@@ -581,7 +581,7 @@ class Pack(GlobalStage):
             )
         for name in p.writers:  # e.g. a slow import, on idle workers while the driver packs
             warm_up = registry.get(name).warm_up
-            if warm_up is not None:
+            for _ in range(ctx.workers if warm_up is not None else 0):  # whichever worker writes
                 ctx.start(warm_up, None)
         # 1. pack every split into its spool (shuffle buckets)
         spools: dict[str, RowSpool] = {}

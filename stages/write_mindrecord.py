@@ -2,9 +2,10 @@
 file per shard, cut by the shard plan so files line up with the .bin files row for row.
 
 The rows of each file are first spilled as raw arrays (tokens, boundaries) with the sizes of the
-batches they came in; ``close`` then converts every spill into its MindRecord file, one call per
-file spread over the run's workers (:attr:`ShardWriter.parallel_map`), so the files are written
-in parallel and MindSpore (a ~3 s import) is loaded by the workers, never by the driver. A
+batches they came in; ``close`` then converts every spill into its MindRecord file, in calls of
+consecutive files worth at least JOB_BYTES of rows spread over the run's workers
+(:attr:`ShardWriter.parallel_map`), so big outputs are written in parallel and MindSpore (a ~3 s
+import, started ahead by ``warm_up``) is loaded by the workers, never by the driver. A
 MindRecord file's bytes depend on how its rows were cut into ``write_raw_data`` calls: the
 conversion replays the same batches, so files are byte-identical to writing the rows directly.
 
@@ -28,6 +29,7 @@ from dataprep.io import file_sha256
 from dataprep.stage import ShardWriter, register
 
 SPILLS = ("tokens", "counts", "ends")
+JOB_BYTES = 256 << 20  # rows (int32) per conversion call at least: each call imports MindSpore (~3 s)
 
 
 def _spill_path(path: Path, part: str) -> Path:
@@ -37,6 +39,25 @@ def _spill_path(path: Path, part: str) -> Path:
 def import_mindrecord(_: Any = None) -> None:
     """Import MindSpore's MindRecord writer (~3 s), ahead of :func:`convert_file` calls."""
     import mindspore.mindrecord  # noqa: F401
+
+
+def convert_files(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`convert_file` for each job, in order, in one process (one MindSpore import)."""
+    return [convert_file(job) for job in jobs]
+
+
+def group_jobs(jobs: list[dict[str, Any]], min_bytes: int = JOB_BYTES) -> list[list[dict[str, Any]]]:
+    """Consecutive jobs grouped into calls of at least ``min_bytes`` of rows (the last may hold
+    less), so a call's MindSpore import is small against its writing."""
+    groups: list[list[dict[str, Any]]] = []
+    size = min_bytes
+    for job in jobs:
+        if size >= min_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(job)
+        size += sum(job["batches"]) * job["row_length"] * 4
+    return groups
 
 
 def convert_file(job: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +149,7 @@ class MindRecordShardWriter(ShardWriter, PlannedFiles):
 
     def close(self) -> list[dict[str, Any]]:
         self.finish()
-        entries = self.run_parallel(convert_file, self._jobs)
+        groups = group_jobs(self._jobs)
+        entries = [e for part in self.run_parallel(convert_files, groups) for e in part]
         move_into_place(self.staging, self.final)
         return entries

@@ -53,6 +53,12 @@ class Document:
     def meta(self, value: dict[str, Any]) -> None:
         self._meta, self._meta_json = value, None
 
+    def meta_get(self, key: str, default: Any = None) -> Any:
+        """``meta.get(key, default)``, without decoding stored metadata that cannot hold ``key``."""
+        if self._meta is None and f'"{key}"' not in (self._meta_json or ""):
+            return default
+        return self.meta.get(key, default)
+
     def meta_json(self) -> str:
         """The metadata as stored between passes: JSON text, or "" when empty."""
         if self._meta is None:

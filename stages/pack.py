@@ -489,7 +489,7 @@ class Pack(GlobalStage):
         for split, docs in groups.items():
             arrays = [np.asarray(d.tokens, dtype=np.int32) for d in docs]
             flat = np.concatenate(arrays)
-            cuts = [d.meta.get("tokenize", {}).get("cuts", []) if d.meta else [] for d in docs]
+            cuts = [d.meta_get("tokenize", {}).get("cuts", []) for d in docs]
             table = np.asarray([[len(a), len(c)] for a, c in zip(arrays, cuts, strict=True)], dtype="<i8")
             self._spill(ctx, split, "tokens").write(flat.astype("<i4").tobytes())
             self._spill(ctx, split, "docs").write(table.tobytes())

@@ -80,3 +80,12 @@ def test_document_keeps_its_dataclass_behaviour() -> None:
         hash(a)
     with pytest.raises(AttributeError):
         a.other = 1  # type: ignore[attr-defined]
+
+
+def test_meta_get_decodes_only_when_the_key_may_be_there(tmp_path: Path) -> None:
+    docs = [Document("a", "t", meta={"tokenize": {"cuts": [1, 2]}}), Document("b", "t", meta={"x": 1})]
+    _write(tmp_path / "m.frames", docs, [2])
+    a, b = next(iter(read_docs(tmp_path / "m.frames", 10)))
+    assert b.meta_get("tokenize", {}) == {} and b._meta is None  # not decoded
+    assert a.meta_get("tokenize", {}) == {"cuts": [1, 2]}
+    assert Document("c", "t").meta_get("k", 5) == 5

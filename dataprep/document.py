@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
+_META_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # reused: dumps(**kw) builds one a call
 
-@dataclass(slots=True)
+
 class Document:
     """One document.
 
@@ -15,13 +17,69 @@ class Document:
     source: where it came from (input path relative to the input root given on the command line).
     meta: free-form JSON-serialisable metadata; stages may add keys (namespaced by stage name).
     tokens: token ids (1-D int array) once a tokenizer stage has run, else None.
+
+    A document read back from a pass's files keeps its metadata as the stored JSON text until a
+    stage touches ``meta``, and :meth:`meta_json` hands that text back unchanged, so documents
+    whose metadata no stage reads are never decoded nor encoded again.
     """
 
-    id: str
-    text: str
-    source: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
-    tokens: Any = None
+    __slots__ = ("_meta", "_meta_json", "id", "source", "text", "tokens")
+
+    def __init__(
+        self, id: str, text: str, source: str = "", meta: dict[str, Any] | None = None, tokens: Any = None
+    ):
+        self.id = id
+        self.text = text
+        self.source = source
+        self.tokens = tokens
+        self._meta: dict[str, Any] | None = {} if meta is None else meta
+        self._meta_json: str | None = None
+
+    @classmethod
+    def stored(cls, id: str, text: str, source: str, meta_json: str, tokens: Any = None) -> Document:
+        """A document whose metadata is the JSON text ``meta_json`` ("" for none), decoded lazily."""
+        doc = cls.__new__(cls)
+        doc.id, doc.text, doc.source, doc.tokens = id, text, source, tokens
+        doc._meta, doc._meta_json = None, meta_json
+        return doc
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = json.loads(self._meta_json) if self._meta_json else {}
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta, self._meta_json = value, None
+
+    def meta_get(self, key: str, default: Any = None) -> Any:
+        """``meta.get(key, default)``, without decoding stored metadata that cannot hold ``key``."""
+        if self._meta is None and f'"{key}"' not in (self._meta_json or ""):
+            return default
+        return self.meta.get(key, default)
+
+    def meta_json(self) -> str:
+        """The metadata as stored between passes: JSON text, or "" when empty."""
+        if self._meta is None:
+            return self._meta_json or ""
+        return _META_ENCODER.encode(self._meta) if self._meta else ""
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.id, self.text, self.source, self.meta, self.tokens)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (
+            f"Document(id={self.id!r}, text={self.text!r}, source={self.source!r}, "
+            f"meta={self.meta!r}, tokens={self.tokens!r})"
+        )
 
 
 @dataclass(slots=True)

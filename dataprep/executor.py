@@ -34,7 +34,7 @@ import yaml
 
 from dataprep import __version__
 from dataprep import stage as registry
-from dataprep.docstore import DocWriter, RejectedWriter, read_docs
+from dataprep.docstore import FRAMES_SUFFIX, PARQUET_SUFFIX, DocWriter, RejectedWriter, read_docs
 from dataprep.document import Document, Drop
 from dataprep.io import file_sha256, write_text_atomic
 from dataprep.plan import Plan, expand_inputs, make_plan
@@ -110,8 +110,11 @@ class RunDir:
     def pass_dir(self, p: int) -> Path:
         return self.work / f"pass{p}"
 
-    def docs(self, p: int, task_id: str) -> Path:
-        return self.pass_dir(p) / "docs" / f"{task_id}.parquet"
+    def docs(self, p: int, task_id: str, final: bool = False) -> Path:
+        """A task's documents after pass p: Parquet when they become outputs (``final``), else
+        frames, cheaper to write and read (see :mod:`dataprep.docstore`)."""
+        suffix = PARQUET_SUFFIX if final else FRAMES_SUFFIX
+        return self.pass_dir(p) / "docs" / f"{task_id}{suffix}"
 
     def marker(self, p: int, task_id: str) -> Path:
         return self.pass_dir(p) / "done" / f"{task_id}.json"
@@ -255,9 +258,13 @@ def run_task(
             state.reader(split.reader).read(split, report), batch_size
         )
     else:
-        source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
+        previous = run.docs(pass_index - 1, task_id)
+        if not previous.exists() and previous.with_suffix(PARQUET_SUFFIX).exists():
+            previous = previous.with_suffix(PARQUET_SUFFIX)  # a run begun by an earlier version
+        source = read_docs(previous, batch_size)
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
-    writer = None if terminal else DocWriter(run.docs(pass_index, task_id))
+    last_pass = pass_index == len(state.passes) - 1
+    writer = None if terminal else DocWriter(run.docs(pass_index, task_id, final=last_pass))
     last_position = 0
     cpu: Counter[str] = Counter()  # CPU seconds per stage label in this task
     task_cpu = time.process_time()
@@ -296,7 +303,7 @@ def run_task(
                 stats[p.compute].chars_out += sum(len(d.text) for d in batch)
                 kept_lengths.add([len(d.text) for d in batch])
             timed(labels[p.compute], st.compute, batch, contexts[p.compute])
-        elif pass_index == len(state.passes) - 1:
+        elif last_pass:
             kept_lengths.add([len(d.text) for d in batch])
         if writer is not None:
             writer.write(batch)
@@ -375,11 +382,25 @@ class LocalExecutor:
             )
         return self._pool
 
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live pool workers (for CPU accounting)."""
+        if self._pool is None:
+            return []
+        return list(getattr(self._pool, "_processes", None) or {})
+
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        """[fn(x) for x in items], run on the worker pool; fn must be a module-level function."""
-        if self.workers == 1 or len(items) <= 1:
+        """[fn(x) for x in items], run on the worker pool; fn must be a module-level function. A
+        single item runs in this process unless the pool is already up (it may hold a warm-up)."""
+        if self.workers == 1 or not items or (len(items) == 1 and self._pool is None):
             return [fn(x) for x in items]
         return list(self._ensure_pool().map(fn, items))
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        """Start fn(arg) on a pool worker and return its future (``.result()``); None when the run
+        has one worker (everything then runs in this process, in order)."""
+        if self.workers == 1:
+            return None
+        return self._ensure_pool().submit(fn, arg)
 
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         if self.workers == 1 or len(task_indices) <= 1:
@@ -416,6 +437,41 @@ class LocalExecutor:
                 except Exception:
                     break
                 bar.update(docs, nbytes)
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used so far; 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class PhaseClock:
+    """Wall and CPU seconds per phase of a run (``timings.json``). CPU counts this process, its
+    finished children (e.g. a tokenizer trained in a process of its own) and the live workers of
+    the executor, when it names them (``worker_pids``; read from /proc, so Linux only). On a
+    shared machine CPU seconds are the steadier measure."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.runner: Any = None
+
+    def _cpu(self) -> float:
+        t = os.times()
+        total = t.user + t.system + t.children_user + t.children_system
+        pids = getattr(self.runner, "worker_pids", None)
+        return total + sum(_process_cpu(pid) for pid in (pids() if pids else []))
+
+    def start(self) -> tuple[float, float]:
+        return time.monotonic(), self._cpu()
+
+    def stop(self, name: str, started: tuple[float, float]) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started[0]
+        self.cpu[name] = self.cpu.get(name, 0.0) + max(self._cpu() - started[1], 0.0)
 
 
 def _default_workers() -> int:
@@ -532,6 +588,8 @@ def prepare(
 ) -> dict[str, Any]:
     """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json."""
     started = time.monotonic()
+    clock = PhaseClock()
+    begun = clock.start()
     run = RunDir(Path(out).resolve())
     files = expand_inputs(inputs, exclude=run.out)
     workers = workers or _default_workers()
@@ -583,12 +641,14 @@ def prepare(
     stages = [spec.build() for spec in recipe.stages]
     labels = [spec.label for spec in recipe.stages]
     passes = plan_passes(stages)
+    clock.stop("plan", begun)
     artifacts: dict[str, Any] = {}
     driver_stats = {label: StageStats() for label in labels}
     manifest_parts: list[dict[str, Any]] = []
-    timings: dict[str, float] = {}
+    drawn: Any = None  # report plots drawn by a worker during the last decide
     total_bytes = sum(t.nbytes for t in plan.tasks)
     with make_executor(executor, workers, ray_address) as runner:
+        clock.runner = runner
 
         def driver_ctx(i: int, stats: StageStats) -> DriverContext:
             work = run.stage_dir(i, labels[i])
@@ -604,16 +664,19 @@ def prepare(
                 workers=workers,
                 quiet=quiet,
                 parallel_map=runner.map,
+                background=getattr(runner, "submit", None),
             )
 
+        t0 = clock.start()
         for i, st in enumerate(stages):
             st.setup(driver_ctx(i, driver_stats[labels[i]]))
+        clock.stop("setup", t0)
         for p in passes:
             write_text_atomic(run.work / "artifacts.json", json.dumps(artifacts, ensure_ascii=False))
             todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
             names = [labels[i] for i in [p.apply, *p.maps, p.compute] if i is not None]
             title = f"pass {p.index + 1}/{len(passes)}" + (f" ({' > '.join(names)})" if names else "")
-            t0 = time.monotonic()
+            t0 = clock.start()
             if todo:
                 if p.index == 0:
                     todo.sort(key=lambda i: -plan.tasks[i].nbytes)  # longest first
@@ -634,11 +697,25 @@ def prepare(
                 )
                 with bar:
                     runner.run_pass(run.out, p.index, todo, bar)
-            timings[f"pass{p.index}"] = time.monotonic() - t0
+            clock.stop(f"pass{p.index}", t0)
+            if p is passes[-1] and p.compute is not None and not run.decided(p.index).exists():
+                t0 = clock.start()
+                drawn = _draw_ahead(
+                    runner,
+                    recipe,
+                    run,
+                    passes,
+                    labels,
+                    task_ids,
+                    plan_stats,
+                    plan_report.samples,
+                    driver_stats,
+                )
+                clock.stop("report.draw_ahead", t0)
             if p.compute is not None:
                 label = labels[p.compute]
                 decided = run.decided(p.index)
-                t0 = time.monotonic()
+                t0 = clock.start()
                 if decided.exists():
                     result = json.loads(decided.read_text())
                 else:
@@ -658,14 +735,22 @@ def prepare(
                 artifacts.update(result["artifacts"])
                 manifest_parts.append(result["manifest"])
                 driver_stats[label].merge(StageStats.from_json(result["stats"]))
-                timings[f"decide.{label}"] = time.monotonic() - t0
+                clock.stop(f"decide.{label}", t0)
             if not keep_work:  # what the next pass no longer reads
                 if p.index == 0:
                     shutil.rmtree(run.work / "inputs", ignore_errors=True)
                 else:
                     shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+        if drawn is not None:
+            t0 = clock.start()
+            try:
+                drawn = drawn.result()
+            except Exception:  # drawn again at the end, where a real problem shows itself
+                drawn = None
+            clock.stop("report.draw_ahead", t0)
+        clock.runner = None  # its workers are reaped on leaving: their CPU moves to os.times()
     cpu_seconds = _cpu_seconds(run, passes, task_ids)
-    t0 = time.monotonic()
+    t0 = clock.start()
     stats = _finalize(
         run,
         recipe,
@@ -680,20 +765,24 @@ def prepare(
         manifest_parts,
         hashes,
         files,
+        drawn,
     )
-    timings["finalize"] = time.monotonic() - t0
-    timings["total"] = time.monotonic() - started
-    write_text_atomic(
-        run.out / "timings.json",
-        json.dumps({"workers": workers, "seconds": timings, "task_cpu_seconds": cpu_seconds}, indent=1),
-    )
+    clock.stop("finalize", t0)
+    total = time.monotonic() - started
+    timings = {
+        "workers": workers,
+        "seconds": {k: round(v, 3) for k, v in {**clock.seconds, "total": total}.items()},
+        "cpu_seconds": {k: round(v, 2) for k, v in {**clock.cpu, "total": sum(clock.cpu.values())}.items()},
+        "task_cpu_seconds": cpu_seconds,
+    }
+    write_text_atomic(run.out / "timings.json", json.dumps(timings, indent=1))
     write_text_atomic(run.work / COMPLETE, "{}")
     if not keep_work:  # intermediates are no longer needed; run.json + COMPLETE make reruns no-ops
         for entry in run.work.iterdir():
             if entry.name not in ("run.json", COMPLETE):
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     if not quiet:
-        _summary(stats, run.out, timings["total"])
+        _summary(stats, run.out, total)
     return stats
 
 
@@ -711,17 +800,17 @@ def _finalize(
     manifest_parts: list[dict[str, Any]],
     hashes: dict[str, str],
     files: list[Any],
+    drawn: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """Assemble stats.json, manifest.json, recipe.yaml, report.html (with the plots drawn ahead of
+    time in ``drawn``, if any) and move the outputs into OUT."""
     from dataprep.report import write_report
 
-    read, per_stage, samples, kept_lengths = _merge_task_stats(run, passes, labels, task_ids)
-    read.merge(plan_stats)
-    for kind, items in plan_samples.items():
-        samples[kind] = items + samples.get(kind, [])[: ReadReport.SAMPLES_PER_KIND - len(items)]
-    for label in labels:
-        per_stage[label].merge(driver_stats[label])
+    all_stats, samples, kept_lengths = _collect_stats(
+        run, passes, labels, task_ids, plan_stats, plan_samples, driver_stats
+    )
+    read = all_stats[READ_LABEL]
     order = [READ_LABEL, *labels]
-    all_stats = {READ_LABEL: read, **per_stage}
     totals = check_accounting(order, all_stats)
     totals["dropped_by_reason"] = {
         f"{label}/{reason}": n for label in order for reason, n in sorted(all_stats[label].drops.items())
@@ -736,7 +825,7 @@ def _finalize(
     if last.compute is None or not getattr(stages[last.compute], "terminal", False):
         for t in task_ids:
             (final / "documents").mkdir(exist_ok=True)
-            os.link(run.docs(last.index, t), final / "documents" / f"{t}.parquet")
+            os.link(run.docs(last.index, t, final=True), final / "documents" / f"{t}.parquet")
     for label in [READ_LABEL, *labels]:
         parts = [run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in task_ids]
         parts = [x for x in parts if x.exists()]
@@ -752,16 +841,9 @@ def _finalize(
             "problems": {k: v for k, v in sorted(read.counters.items())},
             "problem_samples": dict(sorted(samples.items())),
         },
-        "stages": [
-            {"label": label, "stage": name, "kind": kind, **all_stats[label].to_json()}
-            for label, name, kind in [(READ_LABEL, "read", "reader")]
-            + [(s.label, s.name, registry.get(s.name).kind) for s in recipe.stages]
-        ],
+        "stages": _stage_entries(recipe, all_stats),
         "totals": totals,
-        "length_chars": {
-            "read": read.histograms.get("length_chars", Histogram(LENGTH_EDGES)).to_json(),
-            "kept": kept_lengths.to_json(),
-        },
+        "length_chars": _length_entries(all_stats, kept_lengths),
     }
     manifest: dict[str, Any] = {
         "format_version": 1,
@@ -778,7 +860,7 @@ def _finalize(
     write_text_atomic(
         final / "recipe.yaml", yaml.safe_dump(recipe.resolved(), allow_unicode=True, sort_keys=False)
     )
-    write_report(final, stats, manifest)
+    write_report(final, stats, manifest, drawn)
     for entry in sorted(final.iterdir()):
         target = run.out / entry.name
         if target.is_dir():
@@ -788,6 +870,73 @@ def _finalize(
         os.replace(entry, target)
     final.rmdir()
     return stats
+
+
+def _collect_stats(
+    run: RunDir,
+    passes: list[Pass],
+    labels: list[str],
+    task_ids: list[str],
+    plan_stats: StageStats,
+    plan_samples: dict[str, list[dict[str, str]]],
+    driver_stats: dict[str, StageStats],
+) -> tuple[dict[str, StageStats], dict[str, list[dict[str, str]]], Histogram]:
+    """(stats per stage label, read first; problem samples; kept lengths) of every completed task
+    of ``passes`` and of the driver so far."""
+    read, per_stage, samples, kept_lengths = _merge_task_stats(run, passes, labels, task_ids)
+    read.merge(plan_stats)
+    for kind, items in plan_samples.items():
+        samples[kind] = items + samples.get(kind, [])[: ReadReport.SAMPLES_PER_KIND - len(items)]
+    for label in labels:
+        per_stage[label].merge(driver_stats[label])
+    return {READ_LABEL: read, **per_stage}, samples, kept_lengths
+
+
+def _stage_entries(recipe: Recipe, all_stats: dict[str, StageStats]) -> list[dict[str, Any]]:
+    return [
+        {"label": label, "stage": name, "kind": kind, **all_stats[label].to_json()}
+        for label, name, kind in [(READ_LABEL, "read", "reader")]
+        + [(s.label, s.name, registry.get(s.name).kind) for s in recipe.stages]
+    ]
+
+
+def _length_entries(all_stats: dict[str, StageStats], kept_lengths: Histogram) -> dict[str, Any]:
+    read = all_stats[READ_LABEL]
+    return {
+        "read": read.histograms.get("length_chars", Histogram(LENGTH_EDGES)).to_json(),
+        "kept": kept_lengths.to_json(),
+    }
+
+
+def _draw_ahead(
+    runner: Any,
+    recipe: Recipe,
+    run: RunDir,
+    passes: list[Pass],
+    labels: list[str],
+    task_ids: list[str],
+    plan_stats: StageStats,
+    plan_samples: dict[str, list[dict[str, str]]],
+    driver_stats: dict[str, StageStats],
+) -> Any:
+    """Start drawing the report's plots on a worker from the stats known now (every pass done),
+    while the last decide runs in the driver; returns a future of :func:`report.render_plots`, or
+    None when the executor has no idle worker to do it. Plots whose data the last decide changes
+    are drawn again at the end (``render`` matches them by spec), so the page does not depend on
+    this."""
+    submit = getattr(runner, "submit", None)
+    if submit is None:
+        return None
+    from dataprep.report import plot_specs, render_plots
+
+    all_stats, _, kept_lengths = _collect_stats(
+        run, passes, labels, task_ids, plan_stats, plan_samples, driver_stats
+    )
+    stats = {
+        "stages": _stage_entries(recipe, all_stats),
+        "length_chars": _length_entries(all_stats, kept_lengths),
+    }
+    return submit(render_plots, plot_specs(stats))
 
 
 def _summary(stats: dict[str, Any], out: Path, seconds: float) -> None:

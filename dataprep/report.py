@@ -4,6 +4,12 @@ Plots: the funnel of documents and characters through the stages, drops by reaso
 length before and after, one plot per histogram a stage recorded (filter scores, cluster
 sizes), and the examples stages recorded (e.g. duplicate clusters, members side by side).
 ``dataprep report OUT`` rebuilds it from the JSON files alone.
+
+Each plot is described by a *spec* (:func:`plot_specs`: plain JSON data, everything the plot
+shows) and drawn by :func:`render_plot`, a pure function of its spec. So plots can be drawn ahead
+of time, elsewhere (:func:`render_plots`, e.g. in a worker while the last global stage decides),
+and handed to :func:`render`, which uses a drawing only when its spec equals the one it needs:
+the page is the same whichever process drew it.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ def _bin_labels(edges: list[float]) -> list[str]:
     return [f"<{short(edges[0])}"] + [f"{short(a)}-" for a in edges[:-1]] + [f"≥{short(edges[-1])}"]
 
 
-def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabel: str = "documents") -> str:
+def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabel: str) -> str:
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -80,13 +86,11 @@ def _funnel(stages: list[dict[str, Any]]) -> str:
     return _png(fig)
 
 
-def _drops(stages: list[dict[str, Any]]) -> str:
+def _drops(items: list[list[Any]]) -> str:
     import matplotlib.pyplot as plt
 
-    items = [(f"{s['label']}/{r}", n) for s in stages for r, n in s["drops"].items()]
     if not items:
         return "<p>No document was dropped.</p>"
-    items.sort(key=lambda x: x[1])
     fig, ax = plt.subplots(figsize=(8, 0.4 * len(items) + 1))
     ax.barh([k for k, _ in items], [n for _, n in items], color="#c05050")
     for y, (_, n) in enumerate(items):
@@ -115,10 +119,64 @@ def _examples(label: str, examples: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
+def plot_specs(stats: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plots of the page, in order, as JSON-serialisable specs (what each plot shows); needs
+    only ``stats["stages"]`` and ``stats["length_chars"]``."""
+    stages = stats["stages"]
+    drops = [[f"{s['label']}/{r}", n] for s in stages for r, n in s["drops"].items()]
+    drops.sort(key=lambda x: x[1])
+    specs: list[dict[str, Any]] = [
+        {
+            "kind": "funnel",
+            "stages": [{k: s[k] for k in ("label", "docs_out", "chars_out")} for s in stages],
+        },
+        {"kind": "drops", "items": drops},
+        {
+            "kind": "hist",
+            "title": "characters per document",
+            "series": {"read": stats["length_chars"]["read"], "kept": stats["length_chars"]["kept"]},
+            "xlabel": "characters",
+            "ylabel": "documents",
+        },
+    ]
+    for s in stages:
+        for name, h in s["histograms"].items():
+            if s["label"] == "read" and name == "length_chars":
+                continue
+            title = f"{s['label']}: {name}"
+            specs.append(
+                {"kind": "hist", "title": title, "series": {name: h}, "xlabel": name, "ylabel": "count"}
+            )
+    return specs
+
+
+def spec_key(spec: dict[str, Any]) -> str:
+    return json.dumps(spec, sort_keys=True, ensure_ascii=False)
+
+
+def render_plot(spec: dict[str, Any]) -> str:
+    """The HTML of one plot (an embedded PNG, or a line of text when there is nothing to draw)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    if spec["kind"] == "funnel":
+        return _funnel(spec["stages"])
+    if spec["kind"] == "drops":
+        return _drops(spec["items"])
+    return _hist_plot(spec["title"], spec["series"], spec["xlabel"], spec["ylabel"])
+
+
+def render_plots(specs: list[dict[str, Any]]) -> dict[str, str]:
+    """{spec_key(spec): render_plot(spec)} for every spec (to draw plots ahead of time)."""
+    return {spec_key(spec): render_plot(spec) for spec in specs}
+
+
+def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str] | None = None) -> str:
+    """The page. ``drawn``: plots drawn ahead of time (:func:`render_plots`); a plot whose spec
+    is not among them is drawn here."""
+    drawn = drawn or {}
+    plots = [drawn.get(spec_key(spec)) or render_plot(spec) for spec in plot_specs(stats)]
+    funnel, drops, lengths, *histograms = plots
     stages = stats["stages"]
     totals = stats["totals"]
     parts = [
@@ -129,7 +187,7 @@ def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
         f"<b>{totals['docs_in']:,}</b> documents read, <b>{totals['kept']:,}</b> kept, "
         f"<b>{totals['dropped']:,}</b> dropped</p>",
         "<h2>Funnel</h2>",
-        _funnel(stages),
+        funnel,
         _table(
             [
                 [
@@ -146,22 +204,14 @@ def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
             ["stage", "kind", "docs in", "docs out", "dropped", "chars in", "chars out"],
         ),
         "<h2>Drops by reason</h2>",
-        _drops(stages),
+        drops,
         "<h2>Document length</h2>",
-        _hist_plot(
-            "characters per document",
-            {"read": stats["length_chars"]["read"], "kept": stats["length_chars"]["kept"]},
-            "characters",
-        ),
+        lengths,
     ]
     counters = [[s["label"], k, v] for s in stages for k, v in s["counters"].items()]
     if counters:
         parts += ["<h2>Counters</h2>", _table(counters, ["stage", "counter", "value"])]
-    for s in stages:
-        for name, h in s["histograms"].items():
-            if s["label"] == "read" and name == "length_chars":
-                continue
-            parts.append(_hist_plot(f"{s['label']}: {name}", {name: h}, name, ylabel="count"))
+    parts += histograms
     for s in stages:
         if s.get("examples"):
             parts.append(_examples(s["label"], s["examples"]))
@@ -190,13 +240,17 @@ def render(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
 
 
 def write_report(
-    out: Path, stats: dict[str, Any] | None = None, manifest: dict[str, Any] | None = None
+    out: Path,
+    stats: dict[str, Any] | None = None,
+    manifest: dict[str, Any] | None = None,
+    drawn: dict[str, str] | None = None,
 ) -> Path:
-    """Write out/report.html from the given (or the saved) stats and manifest."""
+    """Write out/report.html from the given (or the saved) stats and manifest (and plots drawn
+    ahead of time, see :func:`render`)."""
     if stats is None:
         stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
     if manifest is None:
         manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     path = out / "report.html"
-    write_text_atomic(path, render(stats, manifest))
+    write_text_atomic(path, render(stats, manifest, drawn))
     return path

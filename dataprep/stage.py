@@ -87,6 +87,7 @@ class DriverContext:
     workers: int = 1
     quiet: bool = False  # no progress bars (``prepare --quiet``)
     parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
+    background: Callable[[Callable[[Any], Any], Any], Any] | None = None
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value
@@ -95,6 +96,13 @@ class DriverContext:
         if self.parallel_map is None:
             return [fn(x) for x in items]
         return self.parallel_map(fn, items)
+
+    def start(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        """Start fn(arg) on a worker and go on (e.g. a slow import ahead of a ``map``); returns a
+        future (``.result()``), or None when the run has no worker process (nothing is run)."""
+        if self.background is None:
+            return None
+        return self.background(fn, arg)
 
     @staticmethod
     def run_isolated(fn: Callable[[Any], Any], arg: Any) -> Any:
@@ -324,16 +332,29 @@ class ShardWriter:
     ``plan``: rows per file for each split); ``write`` takes row batches
     (:class:`dataprep.formats.rows.RowBatch`: tokens [rows, seq_length + 1] plus each row's
     actual_seq_len) in final order; ``close`` returns manifest entries for the files it wrote.
+    ``parallel_map`` is set by the stage that drives the writer when the run has workers: a
+    writer may spread work that does not need the row order (e.g. one call per file) with
+    :meth:`run_parallel`; ``warm_up`` (a module-level function of one ignored argument, e.g. a
+    slow import) is then started on the workers before the rows come.
     """
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "writer"
     Params: ClassVar[type] = NoParams
+    warm_up: ClassVar[Callable[[Any], Any] | None] = None
 
     def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
         self.params = params
         self.out_dir = out_dir
         self.meta = meta
+        self.parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
+
+    def run_parallel(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """[fn(x) for x in items], on the run's workers when ``parallel_map`` is set (fn must be a
+        module-level function); results in item order."""
+        if self.parallel_map is None:
+            return [fn(x) for x in items]
+        return self.parallel_map(fn, items)
 
     def write(self, rows: Any, split: str) -> None:
         raise NotImplementedError

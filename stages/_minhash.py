@@ -57,12 +57,18 @@ _CJK_RANGES = (
 
 def _mix64(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser on a uint64 array (a bijection with good avalanche)."""
+    return _mix64_inplace(np.array(x, dtype=np.uint64))
+
+
+def _mix64_inplace(x: np.ndarray) -> np.ndarray:
+    """:func:`_mix64` overwriting ``x`` (a uint64 array the caller owns), which it returns."""
     with np.errstate(over="ignore"):
-        x = x ^ (x >> U64(30))
-        x = x * U64(0xBF58476D1CE4E5B9)
-        x = x ^ (x >> U64(27))
-        x = x * U64(0x94D049BB133111EB)
-        return x ^ (x >> U64(31))
+        x ^= x >> U64(30)
+        x *= U64(0xBF58476D1CE4E5B9)
+        x ^= x >> U64(27)
+        x *= U64(0x94D049BB133111EB)
+        x ^= x >> U64(31)
+    return x
 
 
 def _is_cjk(cp: int) -> bool:
@@ -204,7 +210,7 @@ def shingle_batch(
 
 def _shingle_group(texts: list[str], ngram_cjk: int, ngram_word: int, fold_variants: bool) -> ShingleBatch:
     n_docs = len(texts)
-    joined = "\n".join(texts) + "\n"
+    joined = "\n".join([*texts, ""])  # every document ends with a separator
     packed = _packed_table(fold_variants)[np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)]
     cls = (packed >> np.uint32(22)).astype(np.uint8)
     cp = packed & np.uint32(0x3FFFFF)
@@ -219,60 +225,79 @@ def _shingle_group(texts: list[str], ngram_cjk: int, ngram_word: int, fold_varia
     doc_end = np.cumsum(lengths)  # position after each document's separator
     is_word = cls == WORD
     is_cjk = cls == CJK
-    # word runs: start where a WORD char follows a non-WORD char (docs are separated by "\n")
-    prev_word = np.empty_like(is_word)
-    prev_word[0] = False
-    prev_word[1:] = is_word[:-1]
-    run_start = is_word & ~prev_word
-    token_at = is_cjk | run_start
+    # word runs [start, stop): where the WORD class changes (the batch ends with "\n", no WORD)
+    change = np.flatnonzero(is_word[1:] != is_word[:-1]) + 1
+    if is_word.size and is_word[0]:
+        change = np.concatenate([np.zeros(1, dtype=change.dtype), change])
+    run_starts, run_stops = change[0::2], change[1::2]
     # hash of each word run: sum_i (c_i + 1) * P^(i - start) mod 2^32 over its code points, from
     # prefix sums of (c_i + 1) * P^i over the whole batch (one pass), then with the run length
     # through splitmix64
-    run_starts = np.flatnonzero(run_start)
     with np.errstate(over="ignore"):
         if run_starts.size:
-            next_word = np.empty_like(is_word)
-            next_word[-1] = False
-            next_word[:-1] = is_word[1:]
-            run_ends = np.flatnonzero(is_word & ~next_word)
             forward, backward = _power_tables(cp.size)
-            prefix = np.cumsum((cp + np.uint32(1)) * forward[: cp.size], dtype=np.uint32)
-            before = np.where(run_starts > 0, prefix[run_starts - 1], np.uint32(0))
-            raw = ((prefix[run_ends] - before) * backward[run_starts]).astype(np.uint64)
-            run_len = (run_ends - run_starts + 1).astype(np.uint64)
-            word_hash = _mix64(raw ^ (run_len * _WORD_SALT))
-        token_pos = np.flatnonzero(token_at)
-        values = np.empty(token_pos.size, dtype=np.uint64)
-        tok_is_cjk = is_cjk[token_pos]
-        values[tok_is_cjk] = _mix64(cp[token_pos[tok_is_cjk]].astype(np.uint64) + _CJK_SALT)
-        if run_starts.size:
-            values[~tok_is_cjk] = word_hash
-    tok_doc = np.searchsorted(doc_end, token_pos, side="right")
-    n_tok = np.bincount(tok_doc, minlength=n_docs)
-    n_cjk = np.bincount(tok_doc[tok_is_cjk], minlength=n_docs)
+            prefix = np.empty(cp.size + 1, dtype=np.uint32)  # prefix[i]: sum over code points < i
+            prefix[0] = 0
+            body = prefix[1:]
+            np.add(cp, np.uint32(1), out=body)
+            np.multiply(body, forward[: cp.size], out=body)
+            np.cumsum(body, dtype=np.uint32, out=body)
+            raw = ((prefix[run_stops] - prefix[run_starts]) * backward[run_starts]).astype(np.uint64)
+            del prefix, body
+            run_len = (run_stops - run_starts).astype(np.uint64)
+            run_len *= _WORD_SALT
+            raw ^= run_len
+            word_hash = _mix64_inplace(raw)
+        has_cjk = bool(is_cjk.any())
+        if has_cjk:  # tokens: CJK characters and word runs, in text order
+            token_at = is_cjk.copy()
+            token_at[run_starts] = True
+            token_pos = np.flatnonzero(token_at)
+            del token_at
+            values = np.empty(token_pos.size, dtype=np.uint64)
+            tok_is_cjk = is_cjk[token_pos]
+            cjk_values = cp[token_pos[tok_is_cjk]].astype(np.uint64)
+            cjk_values += _CJK_SALT
+            values[tok_is_cjk] = _mix64_inplace(cjk_values)
+            if run_starts.size:
+                values[~tok_is_cjk] = word_hash
+        else:  # word runs only
+            token_pos = np.ascontiguousarray(run_starts)
+            values = word_hash if run_starts.size else np.zeros(0, dtype=np.uint64)
+    # tokens per document (token positions are sorted; a document ends after its separator)
+    tok_end = np.searchsorted(token_pos, doc_end, side="left")
+    n_tok = np.diff(tok_end, prepend=0)
+    tok_doc = np.repeat(np.arange(n_docs, dtype=np.int64), n_tok)
+    n_cjk = np.bincount(tok_doc[tok_is_cjk], minlength=n_docs) if has_cjk else np.zeros(n_docs, np.int64)
     doc_cjk = 2 * n_cjk >= n_tok
     doc_n = np.where(doc_cjk, ngram_cjk, ngram_word).astype(np.int64)
     # shingle k spans tokens k .. k+n-1 of one document; docs shorter than n: one shingle at their start
     n_tokens = values.size
     tok_start = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(n_tok, out=tok_start[1:])
-    k_n = doc_n[tok_doc] if n_tokens else np.zeros(0, dtype=np.int64)
-    k_last = np.minimum(k_n, n_tok[tok_doc]) - 1 if n_tokens else k_n  # offset of the last token
+    k_last = (np.minimum(doc_n, n_tok) - 1)[tok_doc]  # offset of the last token of a shingle
     end_in_doc = tok_start[1:][tok_doc] - np.arange(n_tokens)  # tokens from k to the doc end
     valid = end_in_doc >= k_last + 1
+    del end_in_doc
+    # acc_k = v_k, then acc_k = acc_k * P + v_(k+m) for m = 1 .. k_last (0 past the batch's end),
+    # in place: unmasked while every token takes its m-th neighbour
     acc = values.copy()
     max_n = int(max(ngram_cjk, ngram_word))
+    k_min = int(k_last.min()) if n_tokens else max_n
     with np.errstate(over="ignore"):
         for m in range(1, max_n):
-            shifted = np.zeros(n_tokens, dtype=np.uint64)
+            use = None if m <= k_min else m <= k_last
+            if use is None:
+                acc *= _P_TOKEN
+            else:
+                np.multiply(acc, _P_TOKEN, out=acc, where=use)
             if m < n_tokens:
-                shifted[:-m] = values[m:]
-            use = m <= k_last
-            acc = np.where(use, acc * _P_TOKEN + shifted, acc)
-        shingle = (_mix64(acc) >> U64(32)).astype(np.uint64)
+                head = acc[:-m]
+                np.add(head, values[m:], out=head, where=True if use is None else use[:-m])
+        shingle = _mix64_inplace(acc) >> U64(32)
         shingle[shingle == 0] = 1  # 0 is a fixed point of every permutation: never a shingle hash
     # short documents: only their first token starts a shingle
-    short = (n_tok[tok_doc] < k_n) if n_tokens else valid
+    short = (n_tok < doc_n)[tok_doc]
     first_of_doc = np.zeros(n_tokens, dtype=bool)
     if n_tokens:
         first_of_doc[tok_start[:-1][n_tok > 0]] = True
@@ -329,7 +354,7 @@ class MinHasher:
     A document without shingles gets a signature of all 0xFFFFFFFF.
     """
 
-    CHUNK = 2048  # shingles per vectorised block: num_perm x CHUNK x 4 bytes stay in the L2 cache
+    CHUNK = 1 << 17  # shingles hashed at once (512 KB), re-read num_perm times from the cache
 
     def __init__(self, num_perm: int, seed: int = 0):
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([0x6D696E68, seed])))
@@ -338,32 +363,33 @@ class MinHasher:
 
     def signatures(self, batch: ShingleBatch) -> np.ndarray:
         """uint32 [docs, num_perm]: h_k(x) = (x * a_k) mod 2^32 with a_k odd (a random bijection of
-        the non-zero, already random 32-bit shingle hashes per k; one SIMD multiply per shingle
-        and permutation), minimum per document."""
+        the non-zero, already random 32-bit shingle hashes per k), minimum per document. Computed
+        per segment of consecutive documents holding about CHUNK shingles (or one document):
+        for each k, one SIMD multiply over the segment and one ``minimum.reduceat`` over its
+        documents (long loops, few calls: per-call overhead stays small)."""
         n_docs = len(batch.offsets) - 1
-        sig = np.full((n_docs, self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
+        out = np.full((self.num_perm, n_docs), 0xFFFFFFFF, dtype=np.uint32)
         hashes = batch.hashes
-        total = hashes.size
-        if total:
+        if hashes.size:
             offsets = batch.offsets
-            work = np.empty((self.num_perm, self.CHUNK), dtype=np.uint32)
-            a = self.a[:, None]
-            for lo in range(0, total, self.CHUNK):
-                hi = min(lo + self.CHUNK, total)
-                w = work[:, : hi - lo]
-                np.multiply(a, hashes[None, lo:hi], out=w)
-                # documents overlapping [lo, hi): first..last; their segment starts inside the chunk
-                first = int(np.searchsorted(offsets, lo, side="right")) - 1
-                last = int(np.searchsorted(offsets, hi, side="left"))
-                ids = np.arange(first, last)
-                ids = ids[offsets[ids + 1] > offsets[ids]]  # skip documents without shingles
-                if len(ids) == 1:
-                    part = w.min(axis=1)[None, :]
-                else:
-                    seg = np.maximum(offsets[ids], lo) - lo
-                    part = np.minimum.reduceat(w, seg, axis=1).T
-                sig[ids] = np.minimum(sig[ids], part)
-        return sig
+            docs = np.flatnonzero(offsets[1:] > offsets[:-1])  # documents with shingles
+            starts = offsets[docs]
+            work = np.empty(min(hashes.size, self.CHUNK), dtype=np.uint32)
+            lo = 0
+            while lo < len(docs):
+                base = int(starts[lo])
+                hi = max(int(np.searchsorted(starts, base + self.CHUNK, side="right")), lo + 1)
+                segment = hashes[base : int(offsets[docs[hi - 1] + 1])]
+                if work.size < segment.size:
+                    work = np.empty(segment.size, dtype=np.uint32)
+                w = work[: segment.size]
+                rel = starts[lo:hi] - base
+                cols = docs[lo:hi]
+                for k in range(self.num_perm):
+                    np.multiply(segment, self.a[k], out=w)
+                    out[k, cols] = np.minimum.reduceat(w, rel)
+                lo = hi
+        return np.ascontiguousarray(out.T)
 
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:

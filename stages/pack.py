@@ -489,7 +489,7 @@ class Pack(GlobalStage):
         for split, docs in groups.items():
             arrays = [np.asarray(d.tokens, dtype=np.int32) for d in docs]
             flat = np.concatenate(arrays)
-            cuts = [d.meta.get("tokenize", {}).get("cuts", []) if d.meta else [] for d in docs]
+            cuts = [d.meta_get("tokenize", {}).get("cuts", []) for d in docs]
             table = np.asarray([[len(a), len(c)] for a, c in zip(arrays, cuts, strict=True)], dtype="<i8")
             self._spill(ctx, split, "tokens").write(flat.astype("<i4").tobytes())
             self._spill(ctx, split, "docs").write(table.tobytes())
@@ -579,6 +579,10 @@ class Pack(GlobalStage):
             raise RecipeError(
                 "pack: no documents reached the train split (all dropped, or validation_fraction too high)"
             )
+        for name in p.writers:  # e.g. a slow import, on idle workers while the driver packs
+            warm_up = registry.get(name).warm_up
+            for _ in range(ctx.workers if warm_up is not None else 0):  # whichever worker writes
+                ctx.start(warm_up, None)
         # 1. pack every split into its spool (shuffle buckets)
         spools: dict[str, RowSpool] = {}
         packers: dict[str, Any] = {}
@@ -621,6 +625,8 @@ class Pack(GlobalStage):
         shard_dir = ctx.output_dir / "shards"
         shutil.rmtree(shard_dir, ignore_errors=True)  # leftovers of an interrupted earlier decide
         writers = [registry.get(w)(registry.NoParams(), shard_dir, meta) for w in p.writers]
+        for writer in writers:
+            writer.parallel_map = ctx.map
         written: dict[str, dict[str, int]] = {}
         for split, spool in spools.items():
             w = written[split] = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0, "segments": 0}

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from _measure import Measured, run_measured
 
@@ -39,13 +40,25 @@ PEER_VENV = BENCH / ".peer-venv"
 PEER_PACKAGES = ["datatrove[processing]", "orjson", "spacy", "jieba"]
 
 
+def open_text(path: Path) -> Any:
+    """A text reader over a plain, .gz or .zst file."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    if path.suffix == ".zst":
+        import io
+
+        import zstandard
+
+        return io.TextIOWrapper(zstandard.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
 def write_slice(corpus: Path, dst: Path, limit_bytes: int, files: int = 8) -> tuple[int, int, list[str]]:
     """First limit_bytes of corpus as `files` JSONL files; returns (docs, text bytes, texts)."""
     dst.mkdir(parents=True)
-    opener = gzip.open if corpus.suffix == ".gz" else open
     rows = []
     size = 0
-    with opener(corpus, "rt", encoding="utf-8") as f:
+    with open_text(corpus) as f:
         for line in f:
             rows.append(line)
             size += len(line.encode("utf-8"))

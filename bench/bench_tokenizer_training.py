@@ -16,7 +16,6 @@ tokens per character is better (more text per training sequence).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import tempfile
@@ -24,6 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_end_to_end import open_text
 
 from dataprep.formats.tokenizer import load_tokenizer
 from dataprep.formats.train_tokenizer import TextSample, text_hash, train_tokenizer
@@ -33,9 +34,8 @@ def corpus_texts(paths: list[str], max_bytes: int) -> list[str]:
     """The "text" fields of the JSONL corpora, up to max_bytes UTF-8 bytes per corpus."""
     texts: list[str] = []
     for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
         taken = 0
-        with opener(path, "rt", encoding="utf-8") as f:
+        with open_text(Path(path)) as f:
             for line in f:
                 text = json.loads(line).get("text") or ""
                 texts.append(text)
@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     largest = int(max(args.mb) * (1 << 20))
     heldout_bytes = int(args.heldout_mb * (1 << 20))
     texts = corpus_texts(args.corpora, (largest + heldout_bytes) * 2 // len(args.corpora) + (1 << 20))
+    total = sum(len(t.encode("utf-8")) for t in texts)
+    if total < largest + heldout_bytes:  # a small corpus: hold out a fifth, train on at most the rest
+        heldout_bytes = total // 5
+        largest = total - heldout_bytes
+        args.mb = sorted({min(mb, largest / (1 << 20)) for mb in args.mb})
+        print(f"small corpus ({total / 1e6:.1f} MB): sample sizes capped at {largest / (1 << 20):.2f} MiB")
     _, heldout = split_by_hash(texts, largest, heldout_bytes)
     heldout_chars = sum(len(t) for t in heldout)
     heldout_bytes_real = sum(len(t.encode("utf-8")) for t in heldout)

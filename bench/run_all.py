@@ -39,8 +39,10 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench_dedup_decide_memory.py", []),
     ("bench_tokenize_pack.py", ["{zh_mixed.jsonl.gz}"]),
     ("bench_tokenizer_engines.py", ["{zh_mixed.jsonl.gz}", "{zh_poetry.jsonl.gz}"]),
+    ("bench_tokenizer_training.py", ["{zh_mixed.jsonl.gz}", "{zh_poetry.jsonl.gz}"]),
     ("bench_train_loader.py", []),
     ("bench_end_to_end.py", ["{zh_poetry.jsonl.gz}"]),
+    ("bench_throughput.py", ["{zh_poetry.jsonl.gz}", "{zh_mixed.jsonl.gz}"]),
 ]
 STAND_INS = {
     "zh_poetry.jsonl.gz": SAMPLE / "poetry" / "tang_two_editions.jsonl.zst",

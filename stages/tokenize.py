@@ -101,6 +101,13 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[st
     return info
 
 
+def identity_check_bytes(num_tasks: int) -> int:
+    """UTF-8 bytes a task encodes with both engines before trusting the fast one: 2 MiB over the
+    whole run, at least 32 KiB and at most 1 MiB per task (the check costs the reference encoder's
+    time, so checking every byte of a small corpus would undo the fast engine)."""
+    return min(max((2 << 20) // max(num_tasks, 1), 32 << 10), 1 << 20)
+
+
 def heldout_budget(train_bytes: int) -> int:
     """UTF-8 bytes of text held out from training to measure the tokenizer: a quarter of the
     training sample, between 256 KiB and 1 MiB."""
@@ -255,7 +262,7 @@ class Tokenize(GlobalStage):
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         tok = self._load(ctx)
         if self._engine_task:  # engine choice and identity check per task (deterministic counters)
-            tok.use_engine(self.params.engine)
+            tok.use_engine(self.params.engine, check_bytes=identity_check_bytes(ctx.num_tasks))
             tok.take_counts()
             self._engine_task = False
         encoded = tok.encode_batch([d.text for d in batch])

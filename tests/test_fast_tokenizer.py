@@ -354,6 +354,17 @@ def test_forced_mismatch_falls_back_with_a_warning(trained, docs, monkeypatch):
         tok.encode_batch(texts)
 
 
+def test_check_budget_in_bytes_is_spread_over_the_run(trained, docs):
+    from stages.tokenize import identity_check_bytes
+
+    assert identity_check_bytes(1) == 1 << 20 and identity_check_bytes(64) == 32 << 10
+    assert identity_check_bytes(16) == 128 << 10 and identity_check_bytes(100_000) == 32 << 10
+    tok = HFTokenizer(trained)
+    tok.use_engine("auto", check_bytes=len(docs[0].encode()) + 1)
+    tok.encode_batch(docs[:10])
+    assert tok.take_counts() == {"engine_checked": 2, "engine_tiktoken": 10}
+
+
 def test_check_budget_then_tiktoken_alone(trained, docs, monkeypatch):
     import dataprep.formats.tokenizer as module
 

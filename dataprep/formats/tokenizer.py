@@ -118,9 +118,10 @@ class TextTokenizer:
     def engine(self) -> str:
         raise NotImplementedError
 
-    def use_engine(self, mode: str = "auto") -> None:
+    def use_engine(self, mode: str = "auto", check_bytes: int = CHECK_BYTES) -> None:
         """Choose the engine ("auto", "tokenizers": the reference one, "tiktoken") and restart the
-        identity check; TokenizerError when the mode is unknown or impossible for this file."""
+        identity check (the next CHECK_DOCS texts, at most ``check_bytes`` UTF-8 bytes);
+        TokenizerError when the mode is unknown or impossible for this file."""
         if mode not in ENGINES:
             raise TokenizerError(f"unknown tokenizer engine {mode!r}; choose one of {', '.join(ENGINES)}")
         if mode == "tiktoken":
@@ -224,13 +225,13 @@ class HFTokenizer(TextTokenizer):
         self.mismatch: dict[str, Any] | None = None  # the difference that switched tiktoken off
         self.use_engine("auto")
 
-    def use_engine(self, mode: str = "auto") -> None:
+    def use_engine(self, mode: str = "auto", check_bytes: int = CHECK_BYTES) -> None:
         if mode not in ENGINES:
             super().use_engine(mode)
         self.mode = mode
         self.mismatch = None
         self._check_docs = CHECK_DOCS
-        self._check_bytes = CHECK_BYTES
+        self._check_bytes = check_bytes
         if mode == "tiktoken" and self._tiktoken_engine() is None:
             raise TokenizerError(
                 f"{self.path}: no tiktoken engine for this tokenizer: {self.tiktoken_refused}"

@@ -734,10 +734,24 @@ class Normalizer:
                 events["width_folded"] = 1
                 text = folded
                 flags = ALL_FLAGS
+                if p.repair_mojibake:  # folding can complete a mojibake run ("éÃＢ" -> "éÃB"):
+                    text = self._repair_after_fold(text, events)  # repair it now, not on a rerun
         # OpenCC runs on texts with Han characters; one without a trigger character comes out as
         # it went in (all flags set: not known, look)
         may_change = flags == ALL_FLAGS or (flags & F_HAN and flags & F_OPENCC)
         return text, events, p.opencc != "off", bool(may_change) and HAN_ANY.search(text) is not None
+
+    def _repair_after_fold(self, text: str, events: dict[str, int]) -> str:
+        """Mojibake repair again on a width-folded text, then NFC and folding of what it decoded
+        (so normalizing the result once more changes nothing)."""
+        repaired, fixes = repair_mojibake(text)
+        if not fixes:
+            return text
+        events["mojibake_repaired"] = events.get("mojibake_repaired", 0) + fixes
+        text = UNICODE_SPACES.sub(" ", CONTROLS_AND_INVISIBLE.sub("", NEWLINES.sub("\n", repaired)))
+        if self.p.unicode_form == "NFC":
+            text = unicodedata.normalize("NFC", text)
+        return fold_width(text, True, True, True)
 
     def finish(self, text: str) -> str:
         """Step 8: trailing spaces, blank-line runs, leading blank lines, trailing whitespace."""

@@ -143,3 +143,23 @@ def measured_map(records: list, workers: int):
         return [r for r, *_ in got]
 
     return run
+
+
+def write_result(stem: str, title: str, command: str, text: str) -> Path:
+    """Write a benchmark's table to bench/results/<stem>-<date>.md with the machine description
+    (architecture, CPUs, Python, load average at the end) and the command that produced it."""
+    import datetime as dt
+    import platform
+
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"load average at the end {os.getloadavg()[0]:.1f}"
+    )
+    results = Path(__file__).resolve().parent / "results"
+    results.mkdir(exist_ok=True)
+    stamp = dt.date.today().isoformat()
+    path = results / f"{stem}-{stamp}.md"
+    path.write_text(
+        f"# {title}, {stamp}\n\nMachine: {machine}\n\nCommand: `{command}`\n\n{text}\n", encoding="utf-8"
+    )
+    return path

@@ -20,11 +20,9 @@ The table is also written to bench/results/end_to_end-<date>.md with a machine d
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gzip
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -32,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _measure import Measured, run_measured
+from _measure import Measured, run_measured, write_result
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -191,17 +189,11 @@ def main() -> int:
     table += [f"| {n} | {v:.2f} | ≥ {t} |" for n, v, t in ratios]
     text = "\n".join(table)
     print("\n" + text)
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"load average at the end {os.getloadavg()[0]:.1f}"
-    )
-    results = BENCH / "results"
-    results.mkdir(exist_ok=True)
-    stamp = dt.date.today().isoformat()
-    (results / f"end_to_end-{stamp}.md").write_text(
-        f"# End-to-end benchmark, {stamp}\n\nMachine: {machine}\n\n"
-        f"Command: `python bench/bench_end_to_end.py {corpus.name} --mb {args.mb:g}`\n\n{text}\n",
-        encoding="utf-8",
+    write_result(
+        "end_to_end",
+        "End-to-end benchmark",
+        f"python bench/bench_end_to_end.py {corpus.name} --mb {args.mb:g}",
+        text,
     )
     return 0
 

@@ -22,16 +22,14 @@ bytes of document text. The tables are also written to bench/results/throughput-
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from _measure import Measured, run_measured
+from _measure import Measured, run_measured, write_result
 from bench_end_to_end import bare_tokenizer, write_slice
 
 BENCH = Path(__file__).resolve().parent
@@ -167,20 +165,13 @@ def main() -> int:
     summary.append(f"\nTarget: prepare / HF encode_batch >= {TARGET} at equal cores.")
     text = "\n".join(lines + summary)
     print("\n" + text)
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"load average at the end {os.getloadavg()[0]:.1f}"
-    )
-    results = BENCH / "results"
-    results.mkdir(exist_ok=True)
-    stamp = dt.date.today().isoformat()
     names = " ".join(c.name for c in corpora)
     workers = " ".join(map(str, args.workers))
-    (results / f"throughput-{stamp}.md").write_text(
-        f"# Pipeline vs tokenizer throughput, {stamp}\n\nMachine: {machine}\n\n"
-        f"Command: `python bench/bench_throughput.py {names} --mb {args.mb:g} --workers {workers}`\n\n"
-        f"{text}\n",
-        encoding="utf-8",
+    write_result(
+        "throughput",
+        "Pipeline vs tokenizer throughput",
+        f"python bench/bench_throughput.py {names} --mb {args.mb:g} --workers {workers}",
+        text,
     )
     return 0
 

@@ -8,6 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -143,6 +144,22 @@ def measured_map(records: list, workers: int):
         return [r for r, *_ in got]
 
     return run
+
+
+def open_text(path: str | Path) -> Any:
+    """A UTF-8 text reader over a plain, .gz or .zst/.zstd file."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8")
+    if path.suffix in (".zst", ".zstd"):
+        import io
+
+        import zstandard
+
+        return io.TextIOWrapper(zstandard.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 def write_result(stem: str, title: str, command: str, text: str) -> Path:

@@ -25,7 +25,6 @@ shortened for the known public corpora), as in the README.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -35,11 +34,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from _measure import open_text
+
 BATCH = 1000
-
-
-def open_text(path: str) -> Any:
-    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
 
 
 def bare_loop(path: str) -> tuple[float, int]:

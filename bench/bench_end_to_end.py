@@ -20,7 +20,6 @@ The table is also written to bench/results/end_to_end-<date>.md with a machine d
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil
@@ -28,27 +27,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from _measure import Measured, run_measured, write_result
+from _measure import Measured, open_text, run_measured, write_result
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PEER_VENV = BENCH / ".peer-venv"
 PEER_PACKAGES = ["datatrove[processing]", "orjson", "spacy", "jieba"]
-
-
-def open_text(path: Path) -> Any:
-    """A text reader over a plain, .gz or .zst file."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    if path.suffix == ".zst":
-        import io
-
-        import zstandard
-
-        return io.TextIOWrapper(zstandard.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
 
 
 def write_slice(corpus: Path, dst: Path, limit_bytes: int, files: int = 8) -> tuple[int, int, list[str]]:

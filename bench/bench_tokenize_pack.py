@@ -22,8 +22,6 @@ installed, else a byte-level BPE (8192) trained on the sample. Prints a table; n
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import json
 import os
 import statistics
@@ -32,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _measure import open_text
 
 ROOT = Path(__file__).resolve().parent.parent
 BARE = r"""
@@ -47,17 +47,6 @@ for i in range(0, len(texts), 1000):
     n += sum(len(e.ids) for e in tok.encode_batch(texts[i : i + 1000], add_special_tokens=False))
 print(json.dumps({"seconds": time.perf_counter() - t0, "bytes": size, "tokens": n}))
 """
-
-
-def open_text(path: Path) -> io.TextIOBase:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    if path.suffix in (".zst", ".zstd"):
-        import zstandard
-
-        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))  # noqa: SIM115
-        return io.TextIOWrapper(raw, encoding="utf-8")
-    return open(path, encoding="utf-8")
 
 
 def read_texts(path: Path, limit_bytes: int) -> list[str]:

@@ -24,14 +24,14 @@ engines in this process and the share of texts with identical ids is printed.
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _measure import open_text
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's dataprep, also in the measuring processes (PYTHONPATH)
@@ -61,17 +61,6 @@ for i in range(0, len(texts), 1000):
 seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"seconds": seconds, "cpu": cpu, "bytes": size, "tokens": n, "build": build}))
 """
-
-
-def open_text(path: Path) -> io.TextIOBase:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    if path.suffix in (".zst", ".zstd"):
-        import zstandard
-
-        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))  # noqa: SIM115
-        return io.TextIOWrapper(raw, encoding="utf-8")
-    return open(path, encoding="utf-8")
 
 
 def read_texts(path: Path, limit_bytes: int) -> list[str]:

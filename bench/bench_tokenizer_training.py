@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_end_to_end import open_text
+from _measure import open_text
 
 from dataprep.formats.tokenizer import load_tokenizer
 from dataprep.formats.train_tokenizer import TextSample, text_hash, train_tokenizer

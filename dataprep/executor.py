@@ -17,6 +17,7 @@ Final outputs are assembled in OUT/.final and moved into place only when complet
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -439,6 +440,36 @@ class LocalExecutor:
                 bar.update(docs, nbytes)
 
 
+class WarmUps:
+    """Starts the warm-ups of a run's stages (:meth:`Stage.warm_ups`) once each, ahead of the stage
+    that needs them: on every pool worker when the executor has a pool, in this process when it
+    runs the work itself (one worker), not at all on executors without background work (Ray).
+    A warm-up that fails is ignored: the work that needs it meets the problem where it belongs."""
+
+    def __init__(self, runner: Any, workers: int):
+        self._submit: Callable[[Callable[[Any], Any], Any], Any] | None = getattr(runner, "submit", None)
+        self._workers = workers
+        self._started: set[Callable[[Any], Any]] = set()
+
+    def start_after(self, stages: list[Stage], index: int) -> None:
+        """Start the warm-ups of the stages after ``stages[index]`` (while the driver would wait)."""
+        for st in stages[index + 1 :]:
+            for fn in st.warm_ups():
+                if fn not in self._started:
+                    self._started.add(fn)
+                    self._start(fn)
+
+    def _start(self, fn: Callable[[Any], Any]) -> None:
+        if self._submit is None:
+            return
+        if self._submit(fn, None) is None:  # no pool: the work runs in this process
+            with contextlib.suppress(Exception):
+                fn(None)
+            return
+        for _ in range(self._workers - 1):
+            self._submit(fn, None)
+
+
 def _process_cpu(pid: int) -> float:
     """CPU seconds (user + system) a live process has used so far; 0 when unknown."""
     try:
@@ -649,6 +680,7 @@ def prepare(
     total_bytes = sum(t.nbytes for t in plan.tasks)
     with make_executor(executor, workers, ray_address) as runner:
         clock.runner = runner
+        warm_ups = WarmUps(runner, workers)
 
         def driver_ctx(i: int, stats: StageStats) -> DriverContext:
             work = run.stage_dir(i, labels[i])
@@ -665,6 +697,7 @@ def prepare(
                 quiet=quiet,
                 parallel_map=runner.map,
                 background=getattr(runner, "submit", None),
+                while_waiting=lambda: warm_ups.start_after(stages, i),
             )
 
         t0 = clock.start()
@@ -677,6 +710,10 @@ def prepare(
             names = [labels[i] for i in [p.apply, *p.maps, p.compute] if i is not None]
             title = f"pass {p.index + 1}/{len(passes)}" + (f" ({' > '.join(names)})" if names else "")
             t0 = clock.start()
+            if p.compute is not None and not run.decided(p.index).exists():
+                deciding = stages[p.compute]
+                assert isinstance(deciding, GlobalStage)
+                deciding.prepare_decide(driver_ctx(p.compute, driver_stats[labels[p.compute]]))
             if todo:
                 if p.index == 0:
                     todo.sort(key=lambda i: -plan.tasks[i].nbytes)  # longest first

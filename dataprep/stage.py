@@ -88,6 +88,7 @@ class DriverContext:
     quiet: bool = False  # no progress bars (``prepare --quiet``)
     parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
     background: Callable[[Callable[[Any], Any], Any], Any] | None = None
+    while_waiting: Callable[[], None] | None = None  # run by run_isolated while the process works
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value
@@ -104,15 +105,36 @@ class DriverContext:
             return None
         return self.background(fn, arg)
 
-    @staticmethod
-    def run_isolated(fn: Callable[[Any], Any], arg: Any) -> Any:
+    def run_isolated(self, fn: Callable[[Any], Any], arg: Any, process: IsolatedProcess | None = None) -> Any:
         """fn(arg) in a fresh process that exits afterwards, so the memory it used goes back to the
-        system (e.g. tokenizer training); fn must be a module-level function."""
+        system (e.g. tokenizer training); fn must be a module-level function. ``process``: one
+        started ahead (:class:`IsolatedProcess`), else a new one. Meanwhile the driver runs
+        ``while_waiting`` (the run's warm-ups of later stages, see :meth:`Stage.warm_ups`)."""
+        return (process or IsolatedProcess()).run(fn, arg, self.while_waiting)
+
+
+class IsolatedProcess:
+    """A fresh (spawned) process for one call, after which it exits. Created ahead of the call
+    with a ``warm_up`` (a module-level function of one ignored argument, e.g. imports), its
+    start-up overlaps whatever the driver does until then."""
+
+    def __init__(self, warm_up: Callable[[Any], Any] | None = None):
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
-            return pool.submit(fn, arg).result()
+        self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+        if warm_up is not None:
+            self._pool.submit(warm_up, None)  # the process starts with its first call
+
+    def run(self, fn: Callable[[Any], Any], arg: Any, while_waiting: Callable[[], None] | None = None) -> Any:
+        """fn(arg) in the process, which then exits; ``while_waiting()`` runs here meanwhile."""
+        try:
+            future = self._pool.submit(fn, arg)
+            if while_waiting is not None:
+                while_waiting()
+            return future.result()
+        finally:
+            self._pool.shutdown()
 
 
 class Stage:
@@ -129,6 +151,12 @@ class Stage:
 
     def setup(self, ctx: DriverContext) -> None:
         """Driver-side check before any work starts (fail fast: missing files, bad settings)."""
+
+    def warm_ups(self) -> list[Callable[[Any], Any]]:
+        """Slow preparations of the processes that will do this stage's driver-side work (module-level
+        functions of one ignored argument, e.g. a heavy import). The run may call them ahead, while
+        it waits on something else; they must not change any output."""
+        return []
 
     def begin_task(self, ctx: StageContext) -> None:
         """Called in the worker before the first batch of every task: reset per-task state."""
@@ -208,6 +236,10 @@ class GlobalStage(Stage):
 
     def finish_compute(self, ctx: StageContext) -> None:
         """Called once per task after its last batch."""
+
+    def prepare_decide(self, ctx: DriverContext) -> None:
+        """Called in the driver as the pass that ends with this stage's ``compute`` starts (when
+        ``decide`` has not run yet): start slow preparations of ``decide``, e.g. its process."""
 
     def decide(self, ctx: DriverContext) -> dict[str, Any]:
         """Runs once; returns entries for manifest.json (may be empty)."""

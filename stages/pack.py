@@ -31,7 +31,7 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -467,6 +467,10 @@ class Pack(GlobalStage):
         if len(set(self.params.writers)) != len(self.params.writers):
             raise RecipeError("pack.writers: a format is named twice")
 
+    def warm_ups(self) -> list[Callable[[Any], Any]]:
+        """The shard writers' warm-ups (e.g. MindRecord's MindSpore import)."""
+        return [w for w in (registry.get(name).warm_up for name in self.params.writers) if w is not None]
+
     # -- workers
     def begin_task(self, ctx: StageContext) -> None:
         self._files = {}
@@ -579,9 +583,8 @@ class Pack(GlobalStage):
             raise RecipeError(
                 "pack: no documents reached the train split (all dropped, or validation_fraction too high)"
             )
-        for name in p.writers:  # e.g. a slow import, on idle workers while the driver packs
-            warm_up = registry.get(name).warm_up
-            for _ in range(ctx.workers if warm_up is not None else 0):  # whichever worker writes
+        for warm_up in self.warm_ups():  # e.g. a slow import, on idle workers while the driver packs
+            for _ in range(ctx.workers):  # whichever worker writes
                 ctx.start(warm_up, None)
         # 1. pack every split into its spool (shuffle buckets)
         spools: dict[str, RowSpool] = {}

@@ -41,7 +41,16 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep.document import Document, Drop
-from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, StageResult, param, register
+from dataprep.stage import (
+    DriverContext,
+    GlobalStage,
+    IsolatedProcess,
+    RecipeError,
+    StageContext,
+    StageResult,
+    param,
+    register,
+)
 
 TOKENIZER_DIR = "tokenizer"
 ROUNDTRIP_EXAMPLES_PER_TASK = 3
@@ -114,23 +123,31 @@ def heldout_budget(train_bytes: int) -> int:
     return min(max(train_bytes // 4, 1 << 18), 1 << 20)
 
 
+def _import_training(_: Any = None) -> None:
+    """The imports of :func:`_train_from_samples` (run ahead in its process)."""
+    import tokenizers  # noqa: F401
+
+    import dataprep.formats.tokenizer
+    import dataprep.formats.train_tokenizer  # noqa: F401
+
+
 def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
     """Merge the tasks' samples, train on the smallest hashes, measure on the next ones, save.
 
     Returns training.json's content plus "path" (the tokenizer file; "" when there is no text).
     """
     from dataprep.formats.train_tokenizer import (
-        TextSample,
         heldout_quality,
+        iter_json_array,
+        merge_sorted_samples,
         split_heldout,
         train_tokenizer,
         write_training_info,
     )
 
-    sample = TextSample(job["budget"] + heldout_budget(job["budget"]))
-    for path in job["samples"]:
-        sample.merge(json.loads(Path(path).read_text()))
-    texts, heldout = split_heldout(sample.items(), job["budget"])
+    parts = [iter_json_array(Path(path).read_text(encoding="utf-8")) for path in job["samples"]]
+    items = merge_sorted_samples(parts, job["budget"] + heldout_budget(job["budget"]))
+    texts, heldout = split_heldout(items, job["budget"])
     if not texts:
         return {"path": ""}
     out = Path(job["out"])
@@ -162,6 +179,7 @@ class Tokenize(GlobalStage):
         self._checked = 0
         self._examples: list[dict[str, Any]] = []
         self._engine_task = True
+        self._trainer: IsolatedProcess | None = None  # the training process, started ahead
 
     def needs_global_pass(self) -> bool:
         return self.params.tokenizer == "train"
@@ -202,11 +220,15 @@ class Tokenize(GlobalStage):
 
     def finish_compute(self, ctx: StageContext) -> None:
         items = self._sample.items() if self._sample is not None else []
-        (ctx.work_dir / f"{ctx.task_id}.sample.json").write_text(json.dumps(items, ensure_ascii=False))
+        path = ctx.work_dir / f"{ctx.task_id}.sample.json"  # sorted by hash: read lazily by decide
+        path.write_text(json.dumps(items, ensure_ascii=False), encoding="utf-8")
         self._sample = None
 
-    def decide(self, ctx: DriverContext) -> dict[str, Any]:
+    def prepare_decide(self, ctx: DriverContext) -> None:
+        if self.params.tokenizer == "train" and self._trainer is None:
+            self._trainer = IsolatedProcess(_import_training)
 
+    def decide(self, ctx: DriverContext) -> dict[str, Any]:
         job = {
             "samples": [str(ctx.work_dir / f"{t}.sample.json") for t in ctx.task_ids],
             "budget": self.params.train_sample_bytes,
@@ -216,7 +238,8 @@ class Tokenize(GlobalStage):
         }
         # training holds the sample several times over (GBs for a large sample): a process of its
         # own gives that memory back before packing starts
-        info = ctx.run_isolated(_train_from_samples, job)
+        trainer, self._trainer = self._trainer, None
+        info = ctx.run_isolated(_train_from_samples, job, trainer)
         if not info["path"]:
             raise RecipeError("tokenize: no documents left to train a tokenizer on")
         ctx.stats.count("train_sample_docs", info["sample_docs"])

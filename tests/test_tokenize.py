@@ -11,7 +11,13 @@ from test_shards_support import corpus_texts, run_prepare, small_tokenizer, writ
 
 from dataprep.cli import main
 from dataprep.formats.tokenizer import TokenizerError, describe, load_tokenizer
-from dataprep.formats.train_tokenizer import TextSample, split_heldout, text_hash
+from dataprep.formats.train_tokenizer import (
+    TextSample,
+    iter_json_array,
+    merge_sorted_samples,
+    split_heldout,
+    text_hash,
+)
 from dataprep.stage import RecipeError
 
 
@@ -49,6 +55,28 @@ def test_text_sample_is_order_independent_and_bounded():
         b.add(d)
     assert a.texts() == b.texts()
     assert 2000 <= a.nbytes < 2000 + max(len(d) for d in docs)
+
+
+@pytest.mark.parametrize("budget", [0, 1, 150, 2000, 10**6])
+def test_merged_samples_are_what_one_text_sample_keeps(budget):
+    docs = [f"text {i} " * (i % 5 + 1) for i in range(200)] + ["text 7 " * 3]  # one duplicate
+    parts = [TextSample(600), TextSample(10**6), TextSample(300)]
+    for i, d in enumerate(docs):
+        parts[i % 3].add(d)
+    whole = TextSample(budget)
+    for part in parts:
+        whole.merge(part.items())
+    stored = [iter_json_array(json.dumps(part.items(), ensure_ascii=False)) for part in parts]
+    assert merge_sorted_samples(stored, budget) == whole.items()
+
+
+def test_json_array_items_are_decoded_lazily():
+    assert list(iter_json_array("[]")) == list(iter_json_array(" [ ] ")) == []
+    assert list(iter_json_array('[[1, "a\\n]"],\n [2, "b"] ]')) == [[1, "a\n]"], [2, "b"]]
+    items = iter_json_array('[[1, "a"], {not json')
+    assert next(items) == [1, "a"]
+    with pytest.raises(json.JSONDecodeError):
+        next(items)
 
 
 def test_tokenizer_without_eos_is_refused(tmp_path):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,45 @@ class TextSample:
 
     def texts(self) -> list[str]:
         return [t for _, t in self.items()]
+
+
+def merge_sorted_samples(parts: Iterable[Iterable[Sequence[Any]]], budget: int) -> list[tuple[int, str]]:
+    """The (hash, text) items a ``TextSample(budget)`` keeps after merging every part, sorted by
+    hash: the shortest hash-ordered prefix of the parts' union that holds ``budget`` UTF-8 bytes
+    (at least one item; everything when they hold less). Each part must be sorted by (hash, text), as
+    :meth:`TextSample.items` is; parts are consumed only as far as the prefix reaches."""
+    kept: list[tuple[int, str]] = []
+    size = 0
+    for h, text in heapq.merge(*parts):
+        if kept and size >= budget:
+            break
+        kept.append((h, text))
+        size += len(text.encode("utf-8"))
+    return kept
+
+
+def iter_json_array(text: str) -> Iterator[Any]:
+    """The items of the JSON array ``text``, decoded one at a time (what is never asked for is
+    never decoded)."""
+    decoder = json.JSONDecoder()
+    pos = _skip_space(text, text.index("[") + 1)
+    if text.startswith("]", pos):
+        return
+    while True:
+        item, pos = decoder.raw_decode(text, pos)
+        yield item
+        pos = _skip_space(text, pos)
+        if text.startswith("]", pos):
+            return
+        if not text.startswith(",", pos):
+            raise ValueError(f"malformed JSON array at character {pos}")
+        pos = _skip_space(text, pos + 1)
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\n\r":
+        pos += 1
+    return pos
 
 
 def split_heldout(items: list[tuple[int, str]], train_bytes: int) -> tuple[list[str], list[str]]:

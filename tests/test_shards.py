@@ -172,3 +172,26 @@ def test_same_shards_whatever_the_worker_count(setup):
         )
     assert digests[0] == digests[1]
     assert json.loads((base / "det1" / "manifest.json").read_text())["shards"]["dtype"] == "uint16"
+
+
+@pytest.mark.parametrize("with_loss_mask", [False, True])
+def test_mindrecord_bytes_do_not_depend_on_the_frozen_schema(tmp_path, monkeypatch, with_loss_mask):
+    from dataprep.formats import mindrecord
+    from dataprep.formats.rows import RowBatch
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(1, 4, size=300).astype(np.int32)
+    ends = np.concatenate([np.sort(rng.choice(np.arange(1, 33), c, replace=False)) for c in counts])
+    batch = RowBatch(rng.integers(0, 1000, size=(300, 33)), ends, counts)
+
+    def write(directory: Path) -> bytes:
+        directory.mkdir()
+        f = mindrecord.MindRecordFile(directory / "rows.mindrecord", with_loss_mask)
+        f.write(batch.select(np.arange(100)))
+        f.write(batch.select(np.arange(100, 300)))
+        f.commit()
+        return (directory / "rows.mindrecord").read_bytes()
+
+    frozen = write(tmp_path / "frozen")
+    monkeypatch.setattr(mindrecord, "_freeze_schema", lambda writer: None)
+    assert write(tmp_path / "asked") == frozen

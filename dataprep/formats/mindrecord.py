@@ -51,6 +51,7 @@ class MindRecordFile:
         self._writer.set_header_size(HEADER_BYTES)
         self._writer.set_page_size(PAGE_BYTES)
         self._writer.add_schema(schema(with_loss_mask), "dataprep packed rows")
+        _freeze_schema(self._writer)
 
     def write(self, batch: RowBatch) -> None:
         n = len(batch)
@@ -77,6 +78,28 @@ class MindRecordFile:
 
     def commit(self) -> None:
         self._writer.commit()
+
+
+def _freeze_schema(writer: Any) -> None:
+    """Have ``writer``'s header answer ``schema`` and ``blob_fields`` from a copy taken now.
+
+    MindSpore's FileWriter asks its header for them several times per row, and each answer is
+    rebuilt by the C++ header (a quarter of the time spent writing rows); they cannot change once
+    the schema is added, so the bytes written are the same. Left as it is when the header is not
+    MindSpore's ShardHeader with those two properties."""
+    header = getattr(writer, "_header", None)
+    cls = type(header)
+    if not all(isinstance(getattr(cls, name, None), property) for name in ("schema", "blob_fields")):
+        return
+    frozen_schema, frozen_blob_fields = header.schema, header.blob_fields
+    header.__class__ = type(
+        f"Frozen{cls.__name__}",
+        (cls,),
+        {
+            "schema": property(lambda _: frozen_schema),
+            "blob_fields": property(lambda _: frozen_blob_fields),
+        },
+    )
 
 
 def read_rows(path: str | Path, columns: tuple[str, ...] | None = None) -> Iterator[dict[str, np.ndarray]]:

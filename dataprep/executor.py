@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -440,34 +441,26 @@ class LocalExecutor:
                 bar.update(docs, nbytes)
 
 
-class WarmUps:
-    """Starts the warm-ups of a run's stages (:meth:`Stage.warm_ups`) once each, ahead of the stage
-    that needs them: on every pool worker when the executor has a pool, in this process when it
-    runs the work itself (one worker), not at all on executors without background work (Ray).
+class DriverWarmUps:
+    """Runs the warm-ups of a run's stages (:meth:`Stage.warm_ups`) in the driver process, once
+    each, ahead of the stage that needs them: for runs whose driver does the stages' work itself
+    (one worker, local executor), while it waits on something else (``while_waiting``). With a
+    pool, a stage warms its workers when it starts: warming them while the driver waits on a
+    process competes with that process for the cores (on 2 cores that cost more than it saved).
     A warm-up that fails is ignored: the work that needs it meets the problem where it belongs."""
 
-    def __init__(self, runner: Any, workers: int):
-        self._submit: Callable[[Callable[[Any], Any], Any], Any] | None = getattr(runner, "submit", None)
-        self._workers = workers
-        self._started: set[Callable[[Any], Any]] = set()
+    def __init__(self, stages: list[Stage]):
+        self._stages = stages
+        self._done: set[Callable[[Any], Any]] = set()
 
-    def start_after(self, stages: list[Stage], index: int) -> None:
-        """Start the warm-ups of the stages after ``stages[index]`` (while the driver would wait)."""
-        for st in stages[index + 1 :]:
+    def run_after(self, index: int) -> None:
+        """Run the warm-ups of the stages after stage ``index`` not run yet."""
+        for st in self._stages[index + 1 :]:
             for fn in st.warm_ups():
-                if fn not in self._started:
-                    self._started.add(fn)
-                    self._start(fn)
-
-    def _start(self, fn: Callable[[Any], Any]) -> None:
-        if self._submit is None:
-            return
-        if self._submit(fn, None) is None:  # no pool: the work runs in this process
-            with contextlib.suppress(Exception):
-                fn(None)
-            return
-        for _ in range(self._workers - 1):
-            self._submit(fn, None)
+                if fn not in self._done:
+                    self._done.add(fn)
+                    with contextlib.suppress(Exception):
+                        fn(None)
 
 
 def _process_cpu(pid: int) -> float:
@@ -680,7 +673,7 @@ def prepare(
     total_bytes = sum(t.nbytes for t in plan.tasks)
     with make_executor(executor, workers, ray_address) as runner:
         clock.runner = runner
-        warm_ups = WarmUps(runner, workers)
+        driver_warm_ups = DriverWarmUps(stages) if workers == 1 and executor == "local" else None
 
         def driver_ctx(i: int, stats: StageStats) -> DriverContext:
             work = run.stage_dir(i, labels[i])
@@ -697,7 +690,7 @@ def prepare(
                 quiet=quiet,
                 parallel_map=runner.map,
                 background=getattr(runner, "submit", None),
-                while_waiting=lambda: warm_ups.start_after(stages, i),
+                while_waiting=None if driver_warm_ups is None else partial(driver_warm_ups.run_after, i),
             )
 
         t0 = clock.start()

@@ -340,7 +340,9 @@ class RowSpool:
 
     With ``rng`` each row goes to a uniformly random bucket and ``batches()`` yields every bucket
     permuted (a uniform random permutation of all rows; memory = one bucket). Without, one
-    bucket is replayed in stream order, a record at a time.
+    bucket is replayed in stream order, a record at a time. A record is what one ``flush`` wrote
+    of a bucket; rows not flushed yet (under FLUSH_BYTES in all) are served from memory as the
+    record the next flush would have written, so small spools never touch the disk.
     """
 
     FLUSH_BYTES = 32 << 20
@@ -382,10 +384,18 @@ class RowSpool:
         if self._pending_bytes >= self.FLUSH_BYTES:
             self.flush()
 
+    def _pending_record(self, b: int) -> tuple[np.ndarray, RowBatch] | None:
+        """Bucket ``b``'s rows not flushed yet, as one record (None when there are none)."""
+        parts = self._pending.get(b)
+        if not parts:
+            return None
+        return np.concatenate([p[0] for p in parts]), RowBatch.concat([p[1] for p in parts], self.L)
+
     def flush(self) -> None:
-        for b, parts in sorted(self._pending.items()):
-            index = np.concatenate([p[0] for p in parts])
-            batch = RowBatch.concat([p[1] for p in parts], self.L)
+        for b in sorted(self._pending):
+            record = self._pending_record(b)
+            assert record is not None
+            index, batch = record
             with open(self._path(b), "ab") as f:
                 f.write(np.asarray([len(index), len(batch.seg_ends)], dtype="<i8").tobytes())
                 f.write(index.astype("<i8").tobytes())
@@ -396,21 +406,25 @@ class RowSpool:
         self._pending_bytes = 0
 
     def _records(self, b: int) -> Iterator[tuple[np.ndarray, RowBatch]]:
+        """Bucket ``b``'s records in the order they were flushed, then its rows not flushed yet."""
         path = self._path(b)
-        if not path.exists():
-            return
-        with open(path, "rb") as f:
-            while head := f.read(16):
-                n, nseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
-                index = np.fromfile(f, dtype="<i8", count=n)
-                counts = np.fromfile(f, dtype="<i4", count=n)
-                tokens = np.fromfile(f, dtype="<i4", count=n * self.L).reshape(n, self.L)
-                ends = np.fromfile(f, dtype="<i4", count=nseg)
-                yield index, RowBatch(tokens, ends, counts)
+        if path.exists():
+            with open(path, "rb") as f:
+                while head := f.read(16):
+                    n, nseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
+                    index = np.fromfile(f, dtype="<i8", count=n)
+                    counts = np.fromfile(f, dtype="<i4", count=n)
+                    tokens = np.fromfile(f, dtype="<i4", count=n * self.L).reshape(n, self.L)
+                    ends = np.fromfile(f, dtype="<i4", count=nseg)
+                    yield index, RowBatch(tokens, ends, counts)
+        record = self._pending_record(b)
+        if record is not None:
+            self._pending_bytes -= record[1].tokens.nbytes
+            del self._pending[b]
+            yield record
 
     def batches(self) -> Iterator[tuple[np.ndarray, RowBatch]]:
         """(stream indices, rows) in final order."""
-        self.flush()
         for b in range(self.buckets):
             if self.rng is None:
                 yield from self._records(b)
@@ -605,7 +619,6 @@ class Pack(GlobalStage):
                     bar.update(len(chunk.lengths), 0)
                 for batch in packer.finish():
                     spool.add(batch)
-            spool.flush()
         # 2. shard plan, then write rows in final order through every writer
         plan: dict[str, list[int]] = {}
         keep: dict[str, int] = {}

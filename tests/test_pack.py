@@ -182,6 +182,32 @@ def test_shuffle_moves_rows_and_depends_on_the_seed(tmp_path):
     assert not np.array_equal(orders[0], orders[1])
 
 
+@pytest.mark.parametrize("flush_bytes", [1 << 30, 1000, 1])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_spool_rows_left_in_memory_come_out_as_flushed_ones(tmp_path, monkeypatch, shuffle, flush_bytes):
+    L, n = 5, 400
+    rng = np.random.default_rng(7)
+    counts = rng.integers(1, 3, size=n).astype(np.int32)
+    ends = np.concatenate([[L] if c == 1 else [2, L] for c in counts])
+    rows = RowBatch(rng.integers(0, 99, size=(n, L)), ends, counts)
+    monkeypatch.setattr(RowSpool, "FLUSH_BYTES", flush_bytes)
+
+    def batches(name: str, flush_first: bool) -> list[tuple[list[int], ...]]:
+        spool = RowSpool(tmp_path / name, L, 3, np.random.default_rng(1) if shuffle else None)
+        for lo in range(0, n, 30):
+            spool.add(rows.select(np.arange(lo, min(n, lo + 30))))
+        if flush_first:
+            spool.flush()
+        out = [
+            (i.tolist(), b.tokens.ravel().tolist(), b.seg_ends.tolist(), b.seg_counts.tolist())
+            for i, b in spool.batches()
+        ]
+        assert not spool._pending and spool._pending_bytes == 0
+        return out
+
+    assert batches("memory", False) == batches("flushed", True)
+
+
 def test_unshuffled_spool_replays_stream_order(tmp_path):
     spool = RowSpool(tmp_path / "s", 2, 8, None)
     for k in range(3):

@@ -43,24 +43,28 @@ class TextSample:
     """
 
     def __init__(self, budget: int):
+        import xxhash
+
         self.budget = budget
-        self._heap: list[tuple[int, str]] = []  # (-hash, text): the largest hash on top
+        self._hash = xxhash.xxh3_64_intdigest
+        self._heap: list[tuple[int, str, int]] = []  # (-hash, text, UTF-8 bytes): largest hash on top
         self.nbytes = 0
         self.seen_docs = 0
         self.seen_bytes = 0
 
     def add(self, text: str, h: int | None = None) -> None:
-        size = len(text.encode("utf-8"))
+        data = text.encode("utf-8")
+        size = len(data)
         self.seen_docs += 1
         self.seen_bytes += size
-        key = -(text_hash(text) if h is None else h)
-        if self.nbytes >= self.budget and self._heap and key <= self._heap[0][0]:
+        key = -(self._hash(data) if h is None else h)  # text_hash(text)
+        heap = self._heap
+        if self.nbytes >= self.budget and heap and key <= heap[0][0]:
             return  # hash larger than everything kept and the budget is full
-        heapq.heappush(self._heap, (key, text))
+        heapq.heappush(heap, (key, text, size))
         self.nbytes += size
-        while self.nbytes - len(self._heap[0][1].encode("utf-8")) >= self.budget and len(self._heap) > 1:
-            _, dropped = heapq.heappop(self._heap)
-            self.nbytes -= len(dropped.encode("utf-8"))
+        while self.nbytes - heap[0][2] >= self.budget and len(heap) > 1:
+            self.nbytes -= heapq.heappop(heap)[2]
 
     def merge(self, items: Iterable[tuple[int, str]]) -> None:
         for h, text in items:
@@ -68,7 +72,7 @@ class TextSample:
 
     def items(self) -> list[tuple[int, str]]:
         """(hash, text) sorted by hash."""
-        return sorted((-k, t) for k, t in self._heap)
+        return sorted((-k, t) for k, t, _ in self._heap)
 
     def texts(self) -> list[str]:
         return [t for _, t in self.items()]

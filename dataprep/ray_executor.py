@@ -12,7 +12,9 @@ restarted on the same OUT resumes from the completion markers like a local run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,18 @@ from dataprep.progress import Progress
 TASK_RETRIES = 3
 
 
+def _in_worker(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """fn(arg) in a Ray worker, set up like a local pool worker (tokenizers single-threaded:
+    every CPU already runs a task). Set here rather than through a runtime_env: workers with a
+    runtime_env of their own cannot be the ones Ray started ahead, which costs seconds."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return fn(arg)
+
+
 def _run_counted(out: str, pass_index: int, task_index: int) -> tuple[int, int]:
     from dataprep.executor import run_task
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     totals = [0, 0]
 
@@ -45,13 +57,13 @@ class RayExecutor:
         self._ray = ray
         self._started = False
         if not ray.is_initialized():
-            env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}}
             if address:
-                ray.init(address=address, runtime_env=env, log_to_driver=True)
+                ray.init(address=address, log_to_driver=True)
             else:
-                ray.init(num_cpus=workers, include_dashboard=False, runtime_env=env, log_to_driver=True)
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=True)
             self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_counted)
+        self._in_worker = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_in_worker)
 
     def __enter__(self) -> RayExecutor:
         return self
@@ -62,8 +74,12 @@ class RayExecutor:
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """[fn(x) for x in items] as Ray tasks (retried like pass tasks), results in item order."""
-        remote = self._ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(fn)
-        return self._ray.get([remote.remote(x) for x in items])
+        return self._ray.get([self._in_worker.remote(fn, x) for x in items])
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
+        """Start fn(arg) as a Ray task and return its future (e.g. a warm-up import, or the
+        report's plots drawn while the driver decides)."""
+        return self._in_worker.remote(fn, arg).future()
 
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         ray = self._ray

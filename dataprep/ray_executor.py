@@ -12,8 +12,14 @@ restarted on the same OUT resumes from the completion markers like a local run.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -60,7 +66,9 @@ class RayExecutor:
             if address:
                 ray.init(address=address, log_to_driver=True)
             else:
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=True)
+                # "local": a new instance even when another one runs on this machine (which a bare
+                # ray.init() would join, and refuse num_cpus for)
+                ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=True)
             self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_counted)
         self._in_worker = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_in_worker)
@@ -95,3 +103,38 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
             cause = e.as_instanceof_cause()
             raise cause from None
+
+
+@contextlib.contextmanager
+def local_ray_head(cpus: int, timeout: float = 60.0) -> Iterator[str | None]:
+    """A Ray head of ``cpus`` CPUs on this machine, as ``ray start --head`` makes a cluster's
+    first node, for the duration of the block; yields its address for ``--ray-address`` (None when
+    it did not come up within ``timeout`` seconds). Stopped by ending its own process group
+    (``ray stop`` would stop every Ray instance on the machine). For tests and benchmarks of the
+    running-cluster path."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    cmd = [ray_cli, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}"]
+    cmd += ["--include-dashboard=false", "--disable-usage-stats"]
+    # Ray >= 2.59 turns token auth on for a head when ~/.ray/auth_token exists (any earlier local
+    # ray.init writes one) while clients do not send it: opt out, this head is local and short-lived
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    head = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while head.poll() is None and time.monotonic() < deadline:
+            status = subprocess.run([ray_cli, "status", f"--address={address}"], capture_output=True, env=env)
+            if status.returncode == 0:
+                yield address
+                return
+            time.sleep(0.5)
+        yield None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)

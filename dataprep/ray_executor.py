@@ -12,7 +12,15 @@ restarted on the same OUT resumes from the completion markers like a local run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +29,18 @@ from dataprep.progress import Progress
 TASK_RETRIES = 3
 
 
+def _in_worker(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """fn(arg) in a Ray worker, set up like a local pool worker (tokenizers single-threaded:
+    every CPU already runs a task). Set here rather than through a runtime_env: workers with a
+    runtime_env of their own cannot be the ones Ray started ahead, which costs seconds."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return fn(arg)
+
+
 def _run_counted(out: str, pass_index: int, task_index: int) -> tuple[int, int]:
     from dataprep.executor import run_task
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     totals = [0, 0]
 
@@ -45,13 +63,15 @@ class RayExecutor:
         self._ray = ray
         self._started = False
         if not ray.is_initialized():
-            env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}}
             if address:
-                ray.init(address=address, runtime_env=env, log_to_driver=True)
+                ray.init(address=address, log_to_driver=True)
             else:
-                ray.init(num_cpus=workers, include_dashboard=False, runtime_env=env, log_to_driver=True)
+                # "local": a new instance even when another one runs on this machine (which a bare
+                # ray.init() would join, and refuse num_cpus for)
+                ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=True)
             self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_counted)
+        self._in_worker = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_in_worker)
 
     def __enter__(self) -> RayExecutor:
         return self
@@ -62,8 +82,12 @@ class RayExecutor:
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """[fn(x) for x in items] as Ray tasks (retried like pass tasks), results in item order."""
-        remote = self._ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(fn)
-        return self._ray.get([remote.remote(x) for x in items])
+        return self._ray.get([self._in_worker.remote(fn, x) for x in items])
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
+        """Start fn(arg) as a Ray task and return its future (e.g. a warm-up import, or the
+        report's plots drawn while the driver decides)."""
+        return self._in_worker.remote(fn, arg).future()
 
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         ray = self._ray
@@ -79,3 +103,38 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
             cause = e.as_instanceof_cause()
             raise cause from None
+
+
+@contextlib.contextmanager
+def local_ray_head(cpus: int, timeout: float = 60.0) -> Iterator[str | None]:
+    """A Ray head of ``cpus`` CPUs on this machine, as ``ray start --head`` makes a cluster's
+    first node, for the duration of the block; yields its address for ``--ray-address`` (None when
+    it did not come up within ``timeout`` seconds). Stopped by ending its own process group
+    (``ray stop`` would stop every Ray instance on the machine). For tests and benchmarks of the
+    running-cluster path."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    cmd = [ray_cli, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}"]
+    cmd += ["--include-dashboard=false", "--disable-usage-stats"]
+    # Ray >= 2.59 turns token auth on for a head when ~/.ray/auth_token exists (any earlier local
+    # ray.init writes one) while clients do not send it: opt out, this head is local and short-lived
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    head = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while head.poll() is None and time.monotonic() < deadline:
+            status = subprocess.run([ray_cli, "status", f"--address={address}"], capture_output=True, env=env)
+            if status.returncode == 0:
+                yield address
+                return
+            time.sleep(0.5)
+        yield None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)

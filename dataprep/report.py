@@ -24,9 +24,12 @@ from typing import Any
 from dataprep.io import write_text_atomic
 
 
-def _png(fig: Any, alt: str = "plot") -> str:
+def _png(fig: Any, alt: str = "plot", tight: bool = True) -> str:
+    """The figure as an embedded PNG. ``tight`` crops to the drawn content, which costs a second
+    draw; figures laid out with fixed margins pass False (half the time)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
+    bbox = "tight" if tight else None
+    fig.savefig(buf, format="png", dpi=90, bbox_inches=bbox, metadata={"Software": None})
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -56,6 +59,7 @@ def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabe
     lo, hi = nonzero[0], nonzero[-1] + 1
     labels = _bin_labels(first["edges"])[lo:hi]
     fig, ax = plt.subplots(figsize=(8, 3))
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.88, bottom=0.3)  # bin labels are <= 8 chars
     width = 0.8 / len(series)
     x = np.arange(hi - lo)
     for i, (name, c) in enumerate(counts.items()):
@@ -66,7 +70,7 @@ def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabe
     ax.set_ylabel(ylabel)
     if len(series) > 1:
         ax.legend()
-    return _png(fig, title)
+    return _png(fig, title, tight=False)
 
 
 def _funnel(stages: list[dict[str, Any]]) -> str:

@@ -367,7 +367,9 @@ class ShardWriter:
     ``parallel_map`` is set by the stage that drives the writer when the run has workers: a
     writer may spread work that does not need the row order (e.g. one call per file) with
     :meth:`run_parallel`; ``warm_up`` (a module-level function of one ignored argument, e.g. a
-    slow import) is then started on the workers before the rows come.
+    slow import) is then started on the workers before the rows come. ``background`` (set with
+    it when the run has a worker pool: ``fn(arg)`` started on a worker, returning a future) lets
+    a writer start such work while rows are still coming (:meth:`run_in_background`).
     """
 
     name: ClassVar[str] = ""
@@ -380,6 +382,12 @@ class ShardWriter:
         self.out_dir = out_dir
         self.meta = meta
         self.parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
+        self.background: Callable[[Callable[[Any], Any], Any], Any] | None = None
+
+    def run_in_background(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        """Start fn(arg) on a worker and return its future (``.result()``); None when the run has
+        no worker pool (the caller then does the work itself, e.g. in ``close``)."""
+        return None if self.background is None else self.background(fn, arg)
 
     def run_parallel(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """[fn(x) for x in items], on the run's workers when ``parallel_map`` is set (fn must be a

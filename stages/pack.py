@@ -642,7 +642,7 @@ class Pack(GlobalStage):
         shutil.rmtree(shard_dir, ignore_errors=True)  # leftovers of an interrupted earlier decide
         writers = [registry.get(w)(registry.NoParams(), shard_dir, meta) for w in p.writers]
         for writer in writers:
-            writer.parallel_map = ctx.map
+            writer.parallel_map, writer.background = ctx.map, ctx.start
         written: dict[str, dict[str, int]] = {}
         for split, spool in spools.items():
             w = written[split] = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0, "segments": 0}

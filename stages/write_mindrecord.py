@@ -2,10 +2,11 @@
 file per shard, cut by the shard plan so files line up with the .bin files row for row.
 
 The rows of each file are first spilled as raw arrays (tokens, boundaries) with the sizes of the
-batches they came in; ``close`` then converts every spill into its MindRecord file, in calls of
-consecutive files worth at least JOB_BYTES of rows spread over the run's workers
-(:attr:`ShardWriter.parallel_map`), so big outputs are written in parallel and MindSpore (a ~3 s
-import, started ahead by ``warm_up``) is loaded by the workers, never by the driver. A
+batches they came in. When the run has a worker pool, each file is converted into its MindRecord
+file on a worker as soon as it is complete (:meth:`ShardWriter.run_in_background`), while the
+driver goes on writing the next files, and MindSpore (a ~3 s import, started ahead by ``warm_up``)
+is loaded by the workers, never by the driver; without one, ``close`` converts the spills in calls
+of consecutive files worth at least JOB_BYTES of rows. A
 MindRecord file's bytes depend on how its rows were cut into ``write_raw_data`` calls: the
 conversion replays the same batches, so files are byte-identical to writing the rows directly.
 
@@ -138,7 +139,7 @@ class MindRecordShardWriter(ShardWriter, PlannedFiles):
         if self.staging.exists():
             shutil.rmtree(self.staging)
         self.staging.mkdir(parents=True)
-        self._jobs: list[dict[str, Any]] = []
+        self._jobs: list[Any] = []  # per closed file: its job, or the future of its conversion
 
     def open_file(self, split: str, k: int) -> Any:
         path = self.staging / f"{split}-{k:05d}.mindrecord"
@@ -156,7 +157,8 @@ class MindRecordShardWriter(ShardWriter, PlannedFiles):
     def close_file(self, split: str, handle: Any) -> None:
         for f in handle["files"].values():
             f.close()
-        self._jobs.append(handle["job"])
+        # converted on a worker (MindSpore warmed up there) while the driver writes the next files
+        self._jobs.append(self.run_in_background(convert_files, [handle["job"]]) or handle["job"])
 
     @staticmethod
     def _emit(handle: Any, batch: RowBatch) -> None:
@@ -171,8 +173,11 @@ class MindRecordShardWriter(ShardWriter, PlannedFiles):
         self.write_rows(rows, split, self._emit)
 
     def close(self) -> list[dict[str, Any]]:
+        """Convert what no worker took (all files when the run has none), collect every file's
+        manifest entry in plan order, and move the directory into place."""
         self.finish()
-        groups = group_jobs(self._jobs)
-        entries = [e for part in self.run_parallel(convert_files, groups) for e in part]
+        waiting = [job for job in self._jobs if isinstance(job, dict)]
+        converted = iter(e for part in self.run_parallel(convert_files, group_jobs(waiting)) for e in part)
+        entries = [next(converted) if isinstance(job, dict) else job.result()[0] for job in self._jobs]
         move_into_place(self.staging, self.final)
         return entries

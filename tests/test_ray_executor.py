@@ -1,5 +1,6 @@
 """The Ray executor runs the same tasks, and the same distributed dedup decide, as the local one:
-identical bytes for 1 and 2 local workers and Ray, retries on worker death."""
+identical bytes for 1 and 2 local workers and Ray, retries on worker death, on a Ray instance the
+run starts and on a running cluster."""
 
 from __future__ import annotations
 
@@ -35,9 +36,15 @@ def _ray_task_pids() -> list[int]:
     return [int(p) for p in r.stdout.split()]
 
 
-def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: Path) -> None:
-    local = tmp_path / "local"
-    run([SAMPLE], local, RECIPE, workers=2)
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The local executor's output with 2 workers: what every Ray run must reproduce."""
+    out = tmp_path_factory.mktemp("ray") / "local"
+    run([SAMPLE], out, RECIPE, workers=2)
+    return out
+
+
+def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: Path, local: Path) -> None:
     stats = read_stats(local)  # every dedup stage has work to do on the sample corpus
     assert stage_stats(stats, "exact_dedup")["drops"]["duplicate"] > 0
     assert stage_stats(stats, "paragraph_dedup")["counters"]["paragraphs_removed"] > 0
@@ -73,3 +80,17 @@ def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: P
     assert r.returncode == 0, r.stderr[-3000:]
     assert killed, "no Ray task was running long enough to be killed"
     assert_same_outputs(out, local)
+
+
+def test_running_cluster_is_joined_by_address_and_left_alone_without_one(tmp_path: Path, local: Path) -> None:
+    from dataprep.ray_executor import local_ray_head
+
+    recipe = write_recipe(tmp_path / "r.yaml", RECIPE)
+    with local_ray_head(2) as address:
+        assert address is not None, "the Ray head did not come up"
+        joined, own = tmp_path / "joined", tmp_path / "own"
+        for out, extra in ((joined, ["--ray-address", address]), (own, [])):
+            cmd = prepare_cmd(SAMPLE, out, recipe, "--workers", "2", "--executor", "ray", *extra)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, r.stderr[-3000:]  # without an address: its own instance
+            assert_same_outputs(out, local)

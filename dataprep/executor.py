@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import json
+import operator
 import os
 import shutil
 import sys
@@ -185,6 +186,19 @@ def _batches(it: Iterator[Document], size: int) -> Iterator[list[Document]]:
         yield batch
 
 
+_text = operator.attrgetter("text")
+
+
+def _lengths(docs: list[Document]) -> list[int]:
+    """Characters of each document's text."""
+    return list(map(len, map(_text, docs)))
+
+
+def _chars(docs: list[Document]) -> int:
+    """Characters of the documents' texts, summed."""
+    return sum(map(len, map(_text, docs)))
+
+
 def _account(
     label: str,
     stats: StageStats,
@@ -196,10 +210,15 @@ def _account(
     """Check a stage's 1:1 contract, update its counters, write drops; return surviving docs."""
     if len(results) != len(batch):
         raise RuntimeError(f"stage {label!r} returned {len(results)} results for {len(batch)} documents")
-    kept: list[Document] = []
+    chars = _chars(batch)
     if count_in:
         stats.docs_in += len(batch)
-        stats.chars_in += sum(len(d.text) for d in batch)
+        stats.chars_in += chars
+    if all(map(operator.is_, results, batch)):  # every document kept as it is: chars out = in
+        stats.docs_out += len(batch)
+        stats.chars_out += chars
+        return list(results)
+    kept: list[Document] = []
     for r in results:
         if isinstance(r, Drop):
             stats.drop(r.reason, len(r.doc.text))
@@ -207,7 +226,7 @@ def _account(
         else:
             kept.append(r)
     stats.docs_out += len(kept)
-    stats.chars_out += sum(len(d.text) for d in kept)
+    stats.chars_out += _chars(kept)
     return kept
 
 
@@ -304,7 +323,7 @@ def _run_task(
 
     for batch in source:
         if pass_index == 0:
-            read_lengths.add([len(d.text) for d in batch])
+            read_lengths.add(_lengths(batch))
         n_in = len(batch)
         if p.apply is not None:
             st = stages[p.apply]
@@ -323,15 +342,16 @@ def _run_task(
         if p.compute is not None:
             st = stages[p.compute]
             assert isinstance(st, GlobalStage)
+            lengths = _lengths(batch)
             stats[p.compute].docs_in += len(batch)
-            stats[p.compute].chars_in += sum(len(d.text) for d in batch)
+            stats[p.compute].chars_in += sum(lengths)
             if terminal:
                 stats[p.compute].docs_out += len(batch)
-                stats[p.compute].chars_out += sum(len(d.text) for d in batch)
-                kept_lengths.add([len(d.text) for d in batch])
+                stats[p.compute].chars_out += sum(lengths)
+                kept_lengths.add(lengths)
             timed(labels[p.compute], st.compute, batch, contexts[p.compute])
         elif last_pass:
-            kept_lengths.add([len(d.text) for d in batch])
+            kept_lengths.add(_lengths(batch))
         if writer is not None:
             writer.write(batch)
         if progress is not None:

@@ -172,3 +172,15 @@ def test_driver_map_runs_on_the_worker_pool_in_item_order() -> None:
         assert pool._pool is not None  # really ran on the pool
     with LocalExecutor(1) as inline:
         assert inline.map(abs, items) == [5, 3, 1, 0, 8, 2]
+
+
+def test_tasks_collect_young_garbage_less_often_and_restore_the_thresholds() -> None:
+    import gc
+
+    from dataprep.executor import TASK_GC_THRESHOLD, _young_collections_every
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), _young_collections_every(TASK_GC_THRESHOLD):
+        assert gc.get_threshold() == (max(TASK_GC_THRESHOLD, before[0]), *before[1:])
+        raise RuntimeError("a failing task")
+    assert gc.get_threshold() == before

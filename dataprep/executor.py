@@ -205,29 +205,31 @@ def _account(
     batch: list[Document],
     results: list[Any],
     rejected: RejectedWriter,
-    count_in: bool = True,
-) -> list[Document]:
-    """Check a stage's 1:1 contract, update its counters, write drops; return surviving docs."""
+    chars_in: int | None,
+) -> tuple[list[Document], int]:
+    """Check a stage's 1:1 contract, update its counters, write drops; return the surviving docs
+    and their characters now (the next stage's ``chars_in``). ``chars_in``: the batch's
+    characters as the stage received it, counted before it ran, since stages may rewrite texts in
+    place (None: the batch's arrivals are counted elsewhere)."""
     if len(results) != len(batch):
         raise RuntimeError(f"stage {label!r} returned {len(results)} results for {len(batch)} documents")
-    chars = _chars(batch)
-    if count_in:
+    if chars_in is not None:
         stats.docs_in += len(batch)
-        stats.chars_in += chars
-    if all(map(operator.is_, results, batch)):  # every document kept as it is: chars out = in
-        stats.docs_out += len(batch)
-        stats.chars_out += chars
-        return list(results)
-    kept: list[Document] = []
-    for r in results:
-        if isinstance(r, Drop):
-            stats.drop(r.reason, len(r.doc.text))
-            rejected.write(r, label)
-        else:
-            kept.append(r)
+        stats.chars_in += chars_in
+    if all(map(operator.is_, results, batch)):  # every document kept (perhaps rewritten)
+        kept: list[Document] = list(results)
+    else:
+        kept = []
+        for r in results:
+            if isinstance(r, Drop):
+                stats.drop(r.reason, len(r.doc.text))
+                rejected.write(r, label)
+            else:
+                kept.append(r)
+    chars_out = _chars(kept)
     stats.docs_out += len(kept)
-    stats.chars_out += _chars(kept)
-    return kept
+    stats.chars_out += chars_out
+    return kept, chars_out
 
 
 def _map_step(stage: Stage, batch: list[Document], ctx: StageContext) -> list[Any]:
@@ -323,22 +325,20 @@ def _run_task(
 
     for batch in source:
         if pass_index == 0:
-            read_lengths.add(_lengths(batch))
+            read = _lengths(batch)
+            read_lengths.add(read)
+            chars = sum(read)
+        else:
+            chars = _chars(batch)
         n_in = len(batch)
         if p.apply is not None:
             st = stages[p.apply]
             assert isinstance(st, GlobalStage)
-            batch = _account(
-                labels[p.apply],
-                stats[p.apply],
-                batch,
-                timed(labels[p.apply], st.apply, batch, contexts[p.apply]),
-                rejected,
-                count_in=False,
-            )
+            results = timed(labels[p.apply], st.apply, batch, contexts[p.apply])
+            batch, chars = _account(labels[p.apply], stats[p.apply], batch, results, rejected, None)
         for i in p.maps:
             results = timed(labels[i], _map_step, stages[i], batch, contexts[i])
-            batch = _account(labels[i], stats[i], batch, results, rejected)
+            batch, chars = _account(labels[i], stats[i], batch, results, rejected, chars)
         if p.compute is not None:
             st = stages[p.compute]
             assert isinstance(st, GlobalStage)

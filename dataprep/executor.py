@@ -18,7 +18,9 @@ Final outputs are assembled in OUT/.final and moved into place only when complet
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import operator
 import os
 import shutil
 import sys
@@ -27,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -185,30 +188,50 @@ def _batches(it: Iterator[Document], size: int) -> Iterator[list[Document]]:
         yield batch
 
 
+_text = operator.attrgetter("text")
+
+
+def _lengths(docs: list[Document]) -> list[int]:
+    """Characters of each document's text."""
+    return list(map(len, map(_text, docs)))
+
+
+def _chars(docs: list[Document]) -> int:
+    """Characters of the documents' texts, summed."""
+    return sum(map(len, map(_text, docs)))
+
+
 def _account(
     label: str,
     stats: StageStats,
     batch: list[Document],
     results: list[Any],
     rejected: RejectedWriter,
-    count_in: bool = True,
-) -> list[Document]:
-    """Check a stage's 1:1 contract, update its counters, write drops; return surviving docs."""
+    chars_in: int | None,
+) -> tuple[list[Document], int]:
+    """Check a stage's 1:1 contract, update its counters, write drops; return the surviving docs
+    and their characters now (the next stage's ``chars_in``). ``chars_in``: the batch's
+    characters as the stage received it, counted before it ran, since stages may rewrite texts in
+    place (None: the batch's arrivals are counted elsewhere)."""
     if len(results) != len(batch):
         raise RuntimeError(f"stage {label!r} returned {len(results)} results for {len(batch)} documents")
-    kept: list[Document] = []
-    if count_in:
+    if chars_in is not None:
         stats.docs_in += len(batch)
-        stats.chars_in += sum(len(d.text) for d in batch)
-    for r in results:
-        if isinstance(r, Drop):
-            stats.drop(r.reason, len(r.doc.text))
-            rejected.write(r, label)
-        else:
-            kept.append(r)
+        stats.chars_in += chars_in
+    if all(map(operator.is_, results, batch)):  # every document kept (perhaps rewritten)
+        kept: list[Document] = list(results)
+    else:
+        kept = []
+        for r in results:
+            if isinstance(r, Drop):
+                stats.drop(r.reason, len(r.doc.text))
+                rejected.write(r, label)
+            else:
+                kept.append(r)
+    chars_out = _chars(kept)
     stats.docs_out += len(kept)
-    stats.chars_out += sum(len(d.text) for d in kept)
-    return kept
+    stats.chars_out += chars_out
+    return kept, chars_out
 
 
 def _map_step(stage: Stage, batch: list[Document], ctx: StageContext) -> list[Any]:
@@ -219,10 +242,35 @@ def _map_step(stage: Stage, batch: list[Document], ctx: StageContext) -> list[An
     return stage.process(batch, ctx)
 
 
+TASK_GC_THRESHOLD = 50_000  # young-generation threshold of the garbage collector inside a task
+
+
+@contextmanager
+def _young_collections_every(allocations: int) -> Iterator[None]:
+    """Within the block, the cyclic garbage collector's youngest generation is collected after
+    ``allocations`` net container allocations instead of CPython's default (700), so full collections
+    (which traverse every object of the process) come that much more rarely. A task's documents,
+    batches and arrays are freed by reference counting; only the bookkeeping of the collector
+    changes. The previous thresholds are restored on exit."""
+    previous = gc.get_threshold()
+    gc.set_threshold(max(allocations, previous[0]), *previous[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
 def run_task(
     out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
 ) -> None:
     """Run one task of one pass and write its completion marker (idempotent)."""
+    with _young_collections_every(TASK_GC_THRESHOLD):
+        _run_task(out, pass_index, task_index, progress)
+
+
+def _run_task(
+    out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None
+) -> None:
     run = RunDir(Path(out))
     state = _state(run)
     task_id = f"t{task_index:05d}"
@@ -279,34 +327,33 @@ def run_task(
 
     for batch in source:
         if pass_index == 0:
-            read_lengths.add([len(d.text) for d in batch])
+            read = _lengths(batch)
+            read_lengths.add(read)
+            chars = sum(read)
+        else:
+            chars = _chars(batch)
         n_in = len(batch)
         if p.apply is not None:
             st = stages[p.apply]
             assert isinstance(st, GlobalStage)
-            batch = _account(
-                labels[p.apply],
-                stats[p.apply],
-                batch,
-                timed(labels[p.apply], st.apply, batch, contexts[p.apply]),
-                rejected,
-                count_in=False,
-            )
+            results = timed(labels[p.apply], st.apply, batch, contexts[p.apply])
+            batch, chars = _account(labels[p.apply], stats[p.apply], batch, results, rejected, None)
         for i in p.maps:
             results = timed(labels[i], _map_step, stages[i], batch, contexts[i])
-            batch = _account(labels[i], stats[i], batch, results, rejected)
+            batch, chars = _account(labels[i], stats[i], batch, results, rejected, chars)
         if p.compute is not None:
             st = stages[p.compute]
             assert isinstance(st, GlobalStage)
+            lengths = _lengths(batch)
             stats[p.compute].docs_in += len(batch)
-            stats[p.compute].chars_in += sum(len(d.text) for d in batch)
+            stats[p.compute].chars_in += sum(lengths)
             if terminal:
                 stats[p.compute].docs_out += len(batch)
-                stats[p.compute].chars_out += sum(len(d.text) for d in batch)
-                kept_lengths.add([len(d.text) for d in batch])
+                stats[p.compute].chars_out += sum(lengths)
+                kept_lengths.add(lengths)
             timed(labels[p.compute], st.compute, batch, contexts[p.compute])
         elif last_pass:
-            kept_lengths.add([len(d.text) for d in batch])
+            kept_lengths.add(_lengths(batch))
         if writer is not None:
             writer.write(batch)
         if progress is not None:

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dataprep.io import write_text_atomic
+from stages import _arrow as arrow
 
 J = TypeVar("J")
 
@@ -279,7 +280,9 @@ def read_rows(path: Path, columns: list[str], rows: np.ndarray) -> dict[str, lis
     group_of = np.searchsorted(starts, rows, side="right") - 1
     out: dict[str, list] = {c: [] for c in columns}
     for g in np.unique(group_of):
-        table = f.read_row_group(int(g), columns=columns).take(rows[group_of == g] - starts[g])
+        table = f.read_row_group(int(g), columns=columns).take(
+            arrow.numbers(rows[group_of == g] - starts[g], np.int64)
+        )
         for c in columns:
             out[c] += table.column(c).to_pylist()
     return out

@@ -28,7 +28,9 @@ with the same Unicode and OpenCC tables.
 from __future__ import annotations
 
 import functools
+import itertools
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,53 +73,105 @@ def _mix64_inplace(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _is_cjk(cp: int) -> bool:
-    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+@functools.lru_cache(maxsize=1)
+def _cjk_mask() -> np.ndarray:
+    """bool [0x110000]: the code point is in one of _CJK_RANGES."""
+    mask = np.zeros(TABLE_SIZE, dtype=bool)
+    for lo, hi in _CJK_RANGES:
+        mask[lo : hi + 1] = True
+    return mask
+
+
+def _text(cps: np.ndarray) -> str:
+    """The string of the code points ``cps`` (lone surrogates included)."""
+    return cps.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
+
+
+def _code_points(text: str) -> np.ndarray:
+    """int64 code point of every character of ``text`` (lone surrogates included)."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.int64)
+
+
+def _each_alone(convert: Callable[[str], str], cps: np.ndarray, separator: str) -> np.ndarray:
+    """int64 code point of ``convert(chr(c))`` for every code point ``c`` of ``cps`` taken alone,
+    -1 where that is not exactly one character. One ``convert`` call on the characters joined by
+    ``separator``, which must be a character ``cps`` does not hold and that no character of
+    theirs combines with nor turns into (U+0000 for NFKC and lower case: a starter with no
+    composition, neither cased nor case-ignorable); -1 everywhere when the result does not have
+    one separator between two characters."""
+    out = np.full(len(cps), -1, dtype=np.int64)
+    if not len(cps):
+        return out
+    joined = np.full(2 * len(cps) - 1, ord(separator), dtype=np.int64)
+    joined[::2] = cps
+    converted = _code_points(convert(_text(joined)))
+    ends = np.flatnonzero(converted == ord(separator))
+    if len(ends) != len(cps) - 1:
+        return out
+    ends = np.append(ends, len(converted))
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    single = ends - starts == 1
+    out[single] = converted[starts[single]]
+    return out
+
+
+_CATEGORIES = ("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Cf", "Cn", "Co", "Cs")
+_OTHER_CATEGORY = len(_CATEGORIES)  # any category not listed (its class is SEPARATOR)
+_ND = _CATEGORIES.index("Nd")
+_UNUSED = np.array([c in ("Cn", "Co", "Cs") for c in _CATEGORIES] + [False])  # unassigned, private, surrogate
+_LETTER_OR_NUMBER = np.array([c[0] in "LN" for c in _CATEGORIES] + [False])
+_MARK_OR_FORMAT = np.array([c[0] == "M" or c == "Cf" for c in _CATEGORIES] + [False])
+
+
+def _category_codes(chars: str) -> np.ndarray:
+    """uint8 index into _CATEGORIES (or _OTHER_CATEGORY) of every character of ``chars``."""
+    index = {c: i for i, c in enumerate(_CATEGORIES)}
+    codes = map(index.get, map(unicodedata.category, chars), itertools.repeat(_OTHER_CATEGORY))
+    return np.fromiter(codes, dtype=np.uint8, count=len(chars))
 
 
 @functools.lru_cache(maxsize=4)
 def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
     """(fold, cls): uint32 [0x110000] code point -> folded code point, uint8 -> class of the
-    folded code point (SEPARATOR, CJK, WORD, IGNORED). Built once per process (~1 s)."""
+    folded code point (SEPARATOR, CJK, WORD, IGNORED). Built once per process, vectorised.
+
+    For each assigned code point below 0x40000 that is not private use (U+0000 and the others
+    fold to themselves and are separators): NFKC of the character alone when it stays one
+    character, then its lower case when that is one character, then ``0`` for a decimal digit.
+    The class follows the category of the folded character (letter or number: CJK when in
+    _CJK_RANGES, else WORD; mark or format: IGNORED). With ``fold_variants`` the CJK Han
+    characters then take OpenCC ``t2s``'s conversion of their folded form when it is one CJK
+    character (one OpenCC call on them all, one per line)."""
     fold = np.arange(TABLE_SIZE, dtype=np.uint32)
     cls = np.zeros(TABLE_SIZE, dtype=np.uint8)
-    han: list[int] = []
-    for cp in range(_SCANNED):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        ch = chr(cp)
-        cat = unicodedata.category(ch)
-        if cat in ("Cn", "Co", "Cs"):
-            continue
-        folded = unicodedata.normalize("NFKC", ch)
-        if len(folded) != 1:
-            folded = ch
-        lower = folded.lower()
-        if len(lower) == 1:
-            folded = lower
-        fcat = unicodedata.category(folded)
-        if fcat == "Nd":
-            folded, fcat = "0", "Nd"
-        fcp = ord(folded)
-        fold[cp] = fcp
-        if _is_cjk(fcp) and fcat[0] in "LN":
-            cls[cp] = CJK
-            if fold_variants and (0x3400 <= fcp <= 0x9FFF or fcp >= 0x20000):
-                han.append(cp)
-        elif fcat[0] in "LN":
-            cls[cp] = WORD
-        elif fcat[0] == "M" or fcat == "Cf":
-            cls[cp] = IGNORED
-    if fold_variants and han:
-        import opencc
+    category = _category_codes(_text(np.arange(_SCANNED)))
+    assigned = ~_UNUSED[category]
+    assigned[0] = False  # U+0000 (the separator below) folds to itself, a separator as before
+    cps = np.flatnonzero(assigned)
+    nfkc = _each_alone(functools.partial(unicodedata.normalize, "NFKC"), cps, "\0")
+    folded = np.where(nfkc >= 0, nfkc, cps)
+    lower = _each_alone(str.lower, folded, "\0")
+    folded = np.where(lower >= 0, lower, folded)
+    changed = np.flatnonzero(folded != cps)
+    folded_category = category[cps]
+    folded_category[changed] = _category_codes(_text(folded[changed]))
+    folded[folded_category == _ND] = ord("0")
+    letter_or_number = _LETTER_OR_NUMBER[folded_category]
+    cjk = letter_or_number & _cjk_mask()[folded]
+    fold[cps] = folded
+    cls[cps] = np.select(
+        [cjk, letter_or_number, _MARK_OR_FORMAT[folded_category]], [CJK, WORD, IGNORED], SEPARATOR
+    )
+    if fold_variants:
+        han = cps[cjk & (((folded >= 0x3400) & (folded <= 0x9FFF)) | (folded >= 0x20000))]
+        if len(han):
+            import opencc
 
-        converter = opencc.OpenCC("t2s")
-        source = "\n".join(chr(int(fold[cp])) for cp in han)
-        converted = converter.convert(source).split("\n")
-        if len(converted) == len(han):
-            for cp, out in zip(han, converted, strict=True):
-                if len(out) == 1 and _is_cjk(ord(out)):
-                    fold[cp] = ord(out)
+            converter = opencc.OpenCC("t2s")
+            simplified = _each_alone(converter.convert, fold[han], "\n")
+            take = simplified >= 0
+            take[take] = _cjk_mask()[simplified[take]]
+            fold[han[take]] = simplified[take]
     return fold, cls
 
 

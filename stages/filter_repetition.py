@@ -46,33 +46,30 @@ _HASH_INV = pow(_HASH_MUL, -1, 2**64)
 
 
 def _dup_shares(pieces: list[str]) -> tuple[float, float]:
-    """(share of pieces repeating an earlier one, share of their characters)."""
-    seen: set[str] = set()
-    dup = dup_chars = total_chars = 0
-    for p in pieces:
-        total_chars += len(p)
-        if p in seen:
-            dup += 1
-            dup_chars += len(p)
-        else:
-            seen.add(p)
+    """(share of pieces repeating an earlier one, share of their characters). Every piece but
+    the first occurrence of each distinct one repeats: counted from the set of distinct pieces."""
     if not pieces:
         return 0.0, 0.0
+    distinct = set(pieces)
+    dup = len(pieces) - len(distinct)
+    if not dup:
+        return 0.0, 0.0
+    total_chars = sum(map(len, pieces))
+    dup_chars = total_chars - sum(map(len, distinct))
     return dup / len(pieces), (dup_chars / total_chars if total_chars else 0.0)
+
+
+def _line_shares(text: str, min_line_chars: int) -> tuple[float, float, float, float]:
+    """The LINE_KEYS scores of ``text``, in that order."""
+    lines = [s for s in map(str.strip, text.split("\n")) if len(s) >= min_line_chars]
+    paras = [s for s in map(str.strip, text.split("\n\n")) if s]
+    dp, dpc = _dup_shares(paras) if len(paras) > 1 else (0.0, 0.0)
+    return (*_dup_shares(lines), dp, dpc)
 
 
 def line_scores(text: str, min_line_chars: int = 5) -> dict[str, float]:
     """Duplicate line and paragraph shares; lines shorter than ``min_line_chars`` are ignored."""
-    lines = [s for s in (line.strip() for line in text.split("\n")) if len(s) >= min_line_chars]
-    paras = [s for s in (p.strip() for p in text.split("\n\n")) if s]
-    dl, dlc = _dup_shares(lines)
-    dp, dpc = _dup_shares(paras) if len(paras) > 1 else (0.0, 0.0)
-    return {
-        "dup_line_share": dl,
-        "dup_line_char_share": dlc,
-        "dup_para_share": dp,
-        "dup_para_char_share": dpc,
-    }
+    return dict(zip(LINE_KEYS, _line_shares(text, min_line_chars), strict=True))
 
 
 @lru_cache(maxsize=1)
@@ -374,11 +371,12 @@ class FilterRepetition(CleaningFilter):
         cols = ngram_columns(texts, p.min_units)
         bc = batch_chars(texts)
         newlines = np.bincount(bc.doc[bc.cps == 10], minlength=len(texts)) - 1  # not the joining "\n"
-        for key in LINE_KEYS:
+        scored = np.flatnonzero(newlines + 1 >= p.min_lines)  # cheap bound on non-empty lines
+        shares = np.array([_line_shares(texts[i], p.min_line_chars) for i in scored.tolist()])
+        for k, key in enumerate(LINE_KEYS):
             cols[key] = np.zeros(len(texts))
-        for i in np.flatnonzero(newlines + 1 >= p.min_lines).tolist():  # cheap bound on non-empty lines
-            for key, value in line_scores(texts[i], p.min_line_chars).items():
-                cols[key][i] = value
+            if len(scored):
+                cols[key][scored] = shares[:, k]
         return cols
 
     def may_drop(self, cols: Columns) -> np.ndarray:

@@ -55,6 +55,7 @@ import numpy as np
 from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
+from stages import _arrow as arrow
 from stages import _minhash as mh
 from stages._components import (
     EDGE,
@@ -191,15 +192,15 @@ class _TaskSpill:
             return
         ids, lengths, sizes, previews, keys = zip(*self.pending, strict=True)
         band_keys = np.concatenate(keys)
-        columns: dict[str, Any] = {
-            "id": [x for part in ids for x in part],
-            "length": np.concatenate(lengths),
-            "shingles": np.concatenate(sizes),
-            "preview": [x for part in previews for x in part],
-        }
-        for j in range(band_keys.shape[1]):
-            columns[f"band{j:03d}"] = band_keys[:, j]
-        self.table.write_table(pa.table(columns, schema=self.schema), row_group_size=ROW_GROUP)
+        columns = [
+            arrow.strings([x for part in ids for x in part]),
+            arrow.numbers(np.concatenate(lengths), np.int32),
+            arrow.numbers(np.concatenate(sizes), np.int32),
+            arrow.strings([x for part in previews for x in part]),
+            *[arrow.numbers(band_keys[:, j], np.uint64) for j in range(band_keys.shape[1])],
+        ]
+        table = pa.Table.from_arrays(columns, schema=self.schema)
+        self.table.write_table(table, row_group_size=ROW_GROUP)
         self.pending, self.pending_rows = [], 0
 
     def close(self) -> None:
@@ -413,9 +414,9 @@ def _index_task(args: tuple[str, int]) -> tuple[int, int]:
     t = args[1]
     f = pq.ParquetFile(layout.spill(t, ".bands.parquet"))
     table = f.read(columns=["id", "length", "shingles"])
-    save_atomic(layout.index(t, "length.npy"), table.column("length").to_numpy().astype(np.int32))
+    save_atomic(layout.index(t, "length.npy"), arrow.to_numpy(table.column("length"), np.int32))
     StringTable.write_arrow(layout.index(t, "ids"), table.column("id"))
-    has = table.column("shingles").to_numpy() > 0
+    has = arrow.to_numpy(table.column("shingles"), np.int32) > 0
     del table
     positions = (np.flatnonzero(has) + layout.offsets[t]).astype(np.uint64)
     path = layout.index(t, "keys.npy")
@@ -426,7 +427,7 @@ def _index_task(args: tuple[str, int]) -> tuple[int, int]:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     keys = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint64, shape=(layout.bands, len(positions)))
     for j in range(layout.bands):
-        column = f.read(columns=[f"band{j:03d}"]).column(0).to_numpy()[has]
+        column = arrow.to_numpy(f.read(columns=[f"band{j:03d}"]).column(0), np.uint64)[has]
         column &= ~low
         column |= positions
         column.sort()

@@ -149,30 +149,43 @@ class ParagraphDedup(GlobalStage):
             return parts[:-1]
         return BLANK_LINES.split(text)
 
+    def _paragraphs(self, text: str) -> list[str]:
+        """The paragraphs of the document (the even indices of :meth:`_pieces`)."""
+        if self.params.unit == "line":
+            return text.split("\n")
+        return BLANK_LINES.split(text)[::2]
+
     def _keys(self, paragraphs: list[str]) -> tuple[list[int], np.ndarray, np.ndarray]:
         """(indices of the paragraphs long enough, their key halves hi, lo)."""
         import xxhash
 
-        idx, digests = [], []
-        for i, p in enumerate(paragraphs):
-            key = _key_text(p)
-            if len(key) >= self.params.min_chars:
-                idx.append(i)
-                digests.append(xxhash.xxh3_128_digest(key.encode("utf-8")))
-        hi, lo = digests_to_keys(digests)
+        digest = xxhash.xxh3_128_digest
+        min_chars = self.params.min_chars
+        # whitespace collapsing never lengthens a paragraph: shorter ones need no key text
+        long_enough = [
+            (i, key)
+            for i, p in enumerate(paragraphs)
+            if len(p) >= min_chars and len(key := _key_text(p)) >= min_chars
+        ]
+        idx = [i for i, _ in long_enough]
+        hi, lo = digests_to_keys([digest(key.encode("utf-8")) for _, key in long_enough])
         return idx, hi, lo
 
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
+        """Spill the keys of the batch's paragraphs, with their row (one key computation per batch)."""
         assert self._spill is not None
-        his, los, rows = [], [], []
+        if not batch:
+            return
+        paragraphs: list[str] = []
+        counts: list[int] = []
         for doc in batch:
-            _, hi, lo = self._keys(self._pieces(doc.text)[::2])
-            his.append(hi)
-            los.append(lo)
-            rows.append(np.full(len(hi), self._rows, dtype=np.int64))
-            self._rows += 1
-        if rows:
-            self._spill.add(np.concatenate(his), np.concatenate(los), np.concatenate(rows))
+            pieces = self._paragraphs(doc.text)
+            paragraphs += pieces
+            counts.append(len(pieces))
+        rows = np.repeat(np.arange(self._rows, self._rows + len(batch), dtype=np.int64), counts)
+        self._rows += len(batch)
+        idx, hi, lo = self._keys(paragraphs)
+        self._spill.add(hi, lo, rows[idx])
 
     def finish_compute(self, ctx: StageContext) -> None:
         assert self._spill is not None

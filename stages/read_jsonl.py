@@ -16,6 +16,23 @@ SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \uD800-\uDFFF in the raw 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired one
 
 
+_DECODER = json.JSONDecoder()  # what json.loads uses without arguments
+
+
+def _parse(line: str) -> object:
+    """``json.loads(line)``: a line that is one JSON object from its first to its last character
+    is decoded without json.loads' whitespace scans; any other (surrounding whitespace, errors)
+    goes through json.loads itself, so its results and error messages are unchanged."""
+    if line[:1] == "{":
+        try:
+            obj, end = _DECODER.raw_decode(line)
+        except json.JSONDecodeError:
+            end = -1
+        if end == len(line):
+            return obj
+    return json.loads(line)
+
+
 def _without_lone_surrogates(obj: dict) -> tuple[dict, bool]:
     """obj with every unpaired UTF-16 surrogate (not encodable as UTF-8) replaced by U+FFFD."""
     dumped = json.dumps(obj, ensure_ascii=False)
@@ -45,7 +62,7 @@ class JsonlReader(LineReader):
                 continue  # blank lines separate nothing in JSONL; they are not records
             where = f"{split.rel}:{rec.line}"  # only used when something is wrong, or as the id
             try:
-                obj = json.loads(rec.text)
+                obj = _parse(rec.text)
             except json.JSONDecodeError as e:
                 report.record_error(
                     "malformed_json", where, f"malformed JSON ({e.msg}, column {e.colno})", rec.text

@@ -163,6 +163,18 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
     return {**info, "path": str(path)}
 
 
+def _holding(arrays: list[np.ndarray], value: int) -> set[int]:
+    """Indices of the ``arrays`` that hold ``value`` (one comparison over all of them)."""
+    if not arrays:
+        return set()
+    flat = np.concatenate(arrays)
+    hits = np.flatnonzero(flat == value)
+    if not len(hits):
+        return set()
+    ends = np.cumsum([len(a) for a in arrays])
+    return set(np.searchsorted(ends, hits, side="right").tolist())
+
+
 @register
 class Tokenize(GlobalStage):
     """Encode documents into token ids with a given (offline) or freshly trained tokenizer."""
@@ -291,19 +303,21 @@ class Tokenize(GlobalStage):
         encoded = tok.encode_batch([d.text for d in batch])
         threshold = self.params.paragraph_cuts_over
         eos = ctx.artifacts["tokenizer"]["eos_id"]
+        with_eos = _holding(encoded, eos)
         out: list[StageResult] = []
         lengths = []
-        for doc, ids in zip(batch, encoded, strict=True):
+        for i, (doc, ids) in enumerate(zip(batch, encoded, strict=True)):
             if threshold and len(ids) > threshold:
                 ids, cuts = self._paragraph_encode(tok, doc.text)
                 doc.meta.setdefault("tokenize", {})["cuts"] = cuts
                 ctx.stats.count("paragraph_cut_docs")
+                with_eos.discard(i)
+                if (ids == eos).any():
+                    with_eos.add(i)
             if len(ids) == 0:
                 out.append(Drop(doc, "no_tokens"))
                 continue
-            if (
-                ids == eos
-            ).any():  # the EOS marks document ends only; a tokenizer that emits it is unusable here
+            if i in with_eos:  # the EOS marks document ends only; a tokenizer that emits it is unusable here
                 out.append(Drop(doc, "eos_in_tokens", detail="the tokenizer produced the EOS id from text"))
                 continue
             doc.tokens = ids

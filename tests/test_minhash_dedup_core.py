@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import pytest
 from dedup_support import real_docs
@@ -53,6 +55,54 @@ def test_simplification_folds_script_width_case_and_digits() -> None:
     for a, b in same:
         assert mh.shingle_strings(a) == mh.shingle_strings(b)
     assert mh.shingle_strings("秦川雄帝宅壯皇", fold_variants=False) != mh.shingle_strings("秦川雄帝宅壮皇")
+
+
+def reference_char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
+    """char_tables' contract, one code point at a time."""
+    fold = np.arange(mh.TABLE_SIZE, dtype=np.uint32)
+    cls = np.zeros(mh.TABLE_SIZE, dtype=np.uint8)
+
+    def is_cjk(cp: int) -> bool:
+        return any(lo <= cp <= hi for lo, hi in mh._CJK_RANGES)
+
+    han: list[int] = []
+    for cp in range(1, 0x40000):
+        ch = chr(cp)
+        if unicodedata.category(ch) in ("Cn", "Co", "Cs"):
+            continue
+        folded = unicodedata.normalize("NFKC", ch)
+        folded = folded if len(folded) == 1 else ch
+        folded = folded.lower() if len(folded.lower()) == 1 else folded
+        category = unicodedata.category(folded)
+        if category == "Nd":
+            folded = "0"
+        fold[cp] = ord(folded)
+        if category[0] in "LN" and is_cjk(ord(folded)):
+            cls[cp] = mh.CJK
+            if 0x3400 <= ord(folded) <= 0x9FFF or ord(folded) >= 0x20000:
+                han.append(cp)
+        elif category[0] in "LN":
+            cls[cp] = mh.WORD
+        elif category[0] == "M" or category == "Cf":
+            cls[cp] = mh.IGNORED
+    if fold_variants:
+        import opencc
+
+        converted = opencc.OpenCC("t2s").convert("\n".join(chr(fold[cp]) for cp in han)).split("\n")
+        assert len(converted) == len(han)
+        for cp, out in zip(han, converted, strict=True):
+            if len(out) == 1 and is_cjk(ord(out)):
+                fold[cp] = ord(out)
+    return fold, cls
+
+
+@pytest.mark.parametrize("fold_variants", [True, False])
+def test_char_tables_match_the_per_character_reference(fold_variants: bool) -> None:
+    fold, cls = mh.char_tables(fold_variants)
+    reference_fold, reference_cls = reference_char_tables(fold_variants)
+    assert fold.dtype == np.uint32 and cls.dtype == np.uint8
+    assert np.array_equal(fold, reference_fold)
+    assert np.array_equal(cls, reference_cls)
 
 
 def test_chinese_is_shingled_in_characters_and_latin_in_words() -> None:

@@ -224,3 +224,18 @@ def test_real_llm_tokenizer_loads_offline(tmp_path, texts):
     manifest = run_prepare(corpus, tmp_path / "out", stages)
     assert manifest["shards"]["dtype"] == "int32" and manifest["shards"]["vocab_size"] == tok.size
     assert main(["verify", str(tmp_path / "out"), "--quiet"]) == 0
+
+
+@pytest.mark.parametrize(
+    "lengths_and_hits",
+    [[], [(0, [])], [(3, []), (0, []), (2, [1])], [(1, [0]), (4, [0, 3]), (0, []), (5, [])]],
+)
+def test_holding_finds_the_arrays_with_the_value(lengths_and_hits):
+    from stages.tokenize import _holding
+
+    arrays = []
+    for n, hits in lengths_and_hits:
+        a = np.full(n, 7, dtype=np.int32)
+        a[hits] = 2
+        arrays.append(a)
+    assert _holding(arrays, 2) == {i for i, a in enumerate(arrays) if (a == 2).any()}

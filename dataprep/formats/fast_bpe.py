@@ -712,16 +712,25 @@ class TiktokenBPE:
         return self._encode_list([text])[0]
 
     def _encode_list(self, texts: list[str]) -> list[np.ndarray]:
-        encode, lookup, none = self._core.encode_to_tiktoken_buffer, self._lookup, set()
+        """Ids of every text; those without added tokens are slices (views) of one array, mapped
+        from ranks to ids with one lookup for the whole list."""
+        encode, none = self._core.encode_to_tiktoken_buffer, set()
         nfc, maybe_added = self.spec.nfc, self._maybe_added
-        out = []
-        for text in texts:
+        buffers: list[Any] = []  # tiktoken ranks (uint32 buffers) of each text without added tokens
+        with_added: dict[int, np.ndarray] = {}  # the others, by index
+        for i, text in enumerate(texts):
             if nfc:
                 text = unicodedata.normalize("NFC", text)
             if maybe_added is not None and maybe_added.search(text):
-                out.append(self._with_added(text))
+                with_added[i] = self._with_added(text)
+                buffers.append(b"")
             else:
-                out.append(lookup[np.frombuffer(encode(text, none), dtype=np.uint32)])
+                buffers.append(encode(text, none))
+        ids = self._lookup[np.frombuffer(b"".join(buffers), dtype=np.uint32)]
+        ends = np.cumsum([memoryview(b).nbytes >> 2 for b in buffers]).tolist()
+        out = [ids[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+        for i, array in with_added.items():
+            out[i] = array
         return out
 
     def encode_batch(self, texts: list[str], threads: int = 1) -> list[np.ndarray]:

@@ -1,0 +1,51 @@
+"""Arrow arrays to and from numpy through their buffers (no stage here).
+
+pyarrow's converters between Arrow and Python objects or numpy arrays (``pa.array``,
+``pa.table`` on a dict, ``to_numpy``, ``take`` with numpy indices) import pandas on first use
+when it is installed: about a CPU second in every process that touches a spill file. These
+helpers build and read arrays of integers and strings without nulls straight from their buffers,
+which gives the same arrays and never imports pandas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_INT32_OFFSETS = 1 << 31
+
+
+def numbers(values: np.ndarray, dtype: type[np.generic]) -> Any:
+    """A pyarrow array of ``values`` as ``dtype`` (a numpy integer or float type), without nulls."""
+    import pyarrow as pa
+
+    data = np.ascontiguousarray(values, dtype=dtype)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [None, pa.py_buffer(data)])
+
+
+def strings(texts: list[str]) -> Any:
+    """A pyarrow string array of ``texts`` (UTF-8, without nulls)."""
+    import pyarrow as pa
+
+    data = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    if offsets[-1] >= _INT32_OFFSETS:  # too long for a string array: pyarrow's converter says so
+        return pa.array(texts, type=pa.string())
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
+    return pa.Array.from_buffers(pa.string(), len(data), buffers)
+
+
+def to_numpy(column: Any, dtype: type[np.generic]) -> np.ndarray:
+    """The values of a pyarrow (chunked) array of fixed-width numbers without nulls, whose type
+    is ``dtype``, as a new numpy array."""
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    parts = []
+    for chunk in chunks:
+        if chunk.null_count:
+            raise ValueError("to_numpy: the column holds nulls")
+        if len(chunk):
+            data = np.frombuffer(chunk.buffers()[1], dtype=dtype)
+            parts.append(data[chunk.offset : chunk.offset + len(chunk)])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)

@@ -1,0 +1,54 @@
+"""stages/_arrow.py: Arrow arrays from and to numpy through their buffers, without pandas."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from stages import _arrow as arrow
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint64])
+def test_numbers_are_the_arrays_pyarrow_converts(dtype: type[np.generic]) -> None:
+    values = np.arange(-3, 40, 3).astype(dtype)[::2]  # not contiguous
+    assert arrow.numbers(values, dtype).equals(pa.array(np.ascontiguousarray(values)))
+    assert arrow.numbers(values[:0], dtype).equals(pa.array(values[:0]))
+
+
+def test_strings_are_the_arrays_pyarrow_converts() -> None:
+    texts = ["", "abc", "秦川雄帝宅", "e\u0301", "😀 x"]
+    assert arrow.strings(texts).equals(pa.array(texts, type=pa.string()))
+    assert arrow.strings([]).equals(pa.array([], type=pa.string()))
+
+
+def test_to_numpy_reads_chunked_and_sliced_columns() -> None:
+    chunks = [pa.array(np.arange(10, dtype=np.uint64)).slice(3, 5), pa.array(np.arange(4, dtype=np.uint64))]
+    column = pa.chunked_array(chunks)
+    out = arrow.to_numpy(column, np.uint64)
+    assert out.tolist() == column.to_numpy().tolist()
+    out[0] = 99  # a copy, writable
+    assert arrow.to_numpy(pa.chunked_array([], type=pa.int32()), np.int32).tolist() == []
+    with pytest.raises(ValueError):
+        arrow.to_numpy(pa.array([1, None], type=pa.int32()), np.int32)
+
+
+def test_writing_and_reading_a_parquet_file_never_imports_pandas(tmp_path) -> None:
+    script = f"""
+import sys
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from stages import _arrow as arrow
+schema = pa.schema([("id", pa.string()), ("n", pa.int32())])
+columns = [arrow.strings(["a", "b"]), arrow.numbers(np.array([1, 2]), np.int32)]
+table = pa.Table.from_arrays(columns, schema=schema)
+pq.write_table(table, {str(tmp_path / "t.parquet")!r})
+back = pq.ParquetFile({str(tmp_path / "t.parquet")!r}).read()
+assert arrow.to_numpy(back.column("n"), np.int32).tolist() == [1, 2]
+assert "pandas" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", script], check=True)

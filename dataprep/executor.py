@@ -161,6 +161,21 @@ _STATE: dict[str, _WorkerState] = {}
 _PROGRESS_QUEUE: Any = None
 
 
+@contextmanager
+def _single_threaded_encoders() -> Iterator[None]:
+    """Within the block, tokenizers encode with one thread (TOKENIZERS_PARALLELISM=false), as in
+    pool workers (:func:`_worker_init`); the variable is restored afterwards."""
+    saved = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = saved
+
+
 def _worker_init(queue: Any) -> None:
     global _PROGRESS_QUEUE
     _PROGRESS_QUEUE = queue
@@ -453,8 +468,9 @@ class LocalExecutor:
 
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         if self.workers == 1 or len(task_indices) <= 1:
-            for t in task_indices:
-                run_task(str(out), pass_index, t, bar.update)
+            with _single_threaded_encoders():  # like a pool worker: one worker, one CPU
+                for t in task_indices:
+                    run_task(str(out), pass_index, t, bar.update)
             return
         pool = self._ensure_pool()
         stop = threading.Event()

@@ -186,3 +186,18 @@ def test_tasks_collect_young_garbage_less_often_and_restore_the_thresholds() -> 
         assert gc.get_threshold() == (max(TASK_GC_THRESHOLD, before[0]), *before[1:])
         raise RuntimeError("a failing task")
     assert gc.get_threshold() == before
+
+
+def test_a_one_worker_run_encodes_with_one_thread_like_a_pool_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataprep import executor
+    from dataprep.formats.tokenizer import default_threads
+    from dataprep.progress import Progress
+
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    monkeypatch.setenv("RAYON_NUM_THREADS", "2")
+    seen: list[int] = []
+    monkeypatch.setattr(executor, "run_task", lambda *_: seen.append(default_threads()))
+    with Progress("t", quiet=True) as bar:
+        executor.LocalExecutor(1).run_pass(Path("unused"), 0, [0, 1], bar)
+    assert seen == [1, 1]
+    assert default_threads() == 2  # restored after the pass

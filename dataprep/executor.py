@@ -29,7 +29,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -161,7 +160,7 @@ _STATE: dict[str, _WorkerState] = {}
 _PROGRESS_QUEUE: Any = None
 
 
-@contextmanager
+@contextlib.contextmanager
 def _single_threaded_encoders() -> Iterator[None]:
     """Within the block, tokenizers encode with one thread (TOKENIZERS_PARALLELISM=false), as in
     pool workers (:func:`_worker_init`); the variable is restored afterwards."""
@@ -260,7 +259,7 @@ def _map_step(stage: Stage, batch: list[Document], ctx: StageContext) -> list[An
 TASK_GC_THRESHOLD = 50_000  # young-generation threshold of the garbage collector inside a task
 
 
-@contextmanager
+@contextlib.contextmanager
 def _young_collections_every(allocations: int) -> Iterator[None]:
     """Within the block, the cyclic garbage collector's youngest generation is collected after
     ``allocations`` net container allocations instead of CPython's default (700), so full collections

@@ -358,13 +358,12 @@ def _run_task(
         if p.compute is not None:
             st = stages[p.compute]
             assert isinstance(st, GlobalStage)
-            lengths = _lengths(batch)
             stats[p.compute].docs_in += len(batch)
-            stats[p.compute].chars_in += sum(lengths)
+            stats[p.compute].chars_in += chars
             if terminal:
                 stats[p.compute].docs_out += len(batch)
-                stats[p.compute].chars_out += sum(lengths)
-                kept_lengths.add(lengths)
+                stats[p.compute].chars_out += chars
+                kept_lengths.add(_lengths(batch))
             timed(labels[p.compute], st.compute, batch, contexts[p.compute])
         elif last_pass:
             kept_lengths.add(_lengths(batch))
@@ -792,9 +791,8 @@ def prepare(
             clock.stop(f"pass{p.index}", t0)
             if p is passes[-1] and p.compute is not None and not run.decided(p.index).exists():
                 t0 = clock.start()
-                drawn = _draw_ahead(
-                    runner,
-                    recipe,
+                stats_so_far = partial(
+                    _collect_stats,
                     run,
                     passes,
                     labels,
@@ -803,6 +801,7 @@ def prepare(
                     plan_report.samples,
                     driver_stats,
                 )
+                drawn = _draw_ahead(runner, recipe, stats_so_far)
                 clock.stop("report.draw_ahead", t0)
             if p.compute is not None:
                 label = labels[p.compute]
@@ -1003,16 +1002,11 @@ def _length_entries(all_stats: dict[str, StageStats], kept_lengths: Histogram) -
 def _draw_ahead(
     runner: Any,
     recipe: Recipe,
-    run: RunDir,
-    passes: list[Pass],
-    labels: list[str],
-    task_ids: list[str],
-    plan_stats: StageStats,
-    plan_samples: dict[str, list[dict[str, str]]],
-    driver_stats: dict[str, StageStats],
+    stats_so_far: Callable[[], tuple[dict[str, StageStats], Any, Histogram]],
 ) -> Any:
-    """Start drawing the report's plots on a worker from the stats known now (every pass done),
-    while the last decide runs in the driver; returns a future of :func:`report.render_plots`, or
+    """Start drawing the report's plots on a worker from the stats known now (every pass done;
+    ``stats_so_far``: :func:`_collect_stats` bound to the run), while the last decide runs in the
+    driver; returns a future of :func:`report.render_plots`, or
     None when the executor has no idle worker to do it. Plots whose data the last decide changes
     are drawn again at the end (``render`` matches them by spec), so the page does not depend on
     this."""
@@ -1021,9 +1015,7 @@ def _draw_ahead(
         return None
     from dataprep.report import plot_specs, render_plots
 
-    all_stats, _, kept_lengths = _collect_stats(
-        run, passes, labels, task_ids, plan_stats, plan_samples, driver_stats
-    )
+    all_stats, _, kept_lengths = stats_so_far()
     stats = {
         "stages": _stage_entries(recipe, all_stats),
         "length_chars": _length_entries(all_stats, kept_lengths),

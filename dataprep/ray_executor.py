@@ -29,19 +29,23 @@ from dataprep.progress import Progress
 TASK_RETRIES = 3
 
 
-def _in_worker(fn: Callable[[Any], Any], arg: Any) -> Any:
-    """fn(arg) in a Ray worker, set up like a local pool worker (tokenizers single-threaded:
-    every CPU already runs a task). Set here rather than through a runtime_env: workers with a
+def _as_pool_worker() -> None:
+    """Set up this Ray worker like a local pool worker: tokenizers single-threaded, since every
+    CPU already runs a task. Set here rather than through a runtime_env: workers with a
     runtime_env of their own cannot be the ones Ray started ahead, which costs seconds."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _in_worker(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """fn(arg) in a Ray worker set up like a local pool worker."""
+    _as_pool_worker()
     return fn(arg)
 
 
 def _run_counted(out: str, pass_index: int, task_index: int) -> tuple[int, int]:
     from dataprep.executor import run_task
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
+    _as_pool_worker()
     totals = [0, 0]
 
     def count(docs: int, nbytes: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -17,6 +18,12 @@ class Measured:
     peak_rss_mb: float  # peak of the summed RSS of the process tree, sampled every 0.1 s
     returncode: int
     stderr: str
+    cpu_seconds: float = 0.0  # user + system of the command and the descendants it waited for
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _tree_rss_kb(root: int) -> int:
@@ -42,6 +49,9 @@ def _tree_rss_kb(root: int) -> int:
 
 
 def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> Measured:
+    """Run cmd; its wall seconds, peak RSS of its process tree, and CPU seconds (the command's and
+    those of the descendants it waited for: a pool's workers count, daemons it leaves do not)."""
+    cpu_before = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -65,7 +75,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: str | N
     seconds = time.perf_counter() - start
     done.set()
     thread.join()
-    return Measured(seconds, peak[0] / 1024, proc.returncode, err)
+    return Measured(seconds, peak[0] / 1024, proc.returncode, err, _children_cpu() - cpu_before)
 
 
 def proc_status_kb(pid: int | str = "self") -> dict[str, int]:

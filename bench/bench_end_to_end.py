@@ -1,6 +1,7 @@
 """End-to-end: this project's default recipe vs datatrove, the bare tokenizer, and itself on Ray.
 
-Usage: python bench/bench_end_to_end.py [CORPUS.jsonl.gz] [--mb 40] [--skip-peer] [--skip-ray]
+Usage: python bench/bench_end_to_end.py [CORPUS.jsonl.gz] [--mb 40] [--repeat 1] [--skip-peer]
+                                       [--skip-ray]
 
 On the same text (the first --mb MB of CORPUS, written as 8 uncompressed JSONL files so both tools
 get 8 tasks), runs in one go:
@@ -15,8 +16,11 @@ get 8 tasks), runs in one go:
                                     repetition filter, MinHash in 4 steps with its Chinese word
                                     tokenizer, DocumentTokenizer), 2 workers, in its own venv
                                     (bench/.peer-venv, created on first use from the registry)
-and prints MB/s, docs/s and peak RSS (summed over the process tree) for each, then the ratios the
-project targets. Without CORPUS it uses zh_poetry.jsonl.gz from $CORPORA, else the sample corpus.
+and prints MB/s, docs/s, CPU seconds (with the cores busy on average) and peak RSS (summed over the
+process tree) for each, then the ratios the project targets. With --repeat N the runs of ours and
+the bare tokenizer are repeated in N back-to-back rounds (datatrove, at 3x slower, once): the table
+shows medians and ranges, and each ratio from the medians and per round, since on a shared VM
+speeds drift by 20% within minutes and a ratio from one round is paired within that round. Without CORPUS it uses zh_poetry.jsonl.gz from $CORPORA, else the sample corpus.
 The table is also written to bench/results/end_to_end-<date>.md with a machine description.
 """
 
@@ -26,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,14 +78,16 @@ def ensure_peer_venv() -> Path | None:
     return python
 
 
-def bare_tokenizer(tokenizer: Path, texts: list[str], threads: int) -> float:
+def bare_tokenizer(tokenizer: Path, texts: list[str], threads: int) -> Measured:
+    """tokenizers' encode_batch over texts in batches of 1000 (loading excluded): wall and CPU
+    seconds of the encoding alone."""
     code = (
         "import sys, json, time\n"
         "from tokenizers import Tokenizer\n"
         "tok = Tokenizer.from_file(sys.argv[1]); texts = json.load(open(sys.argv[2]))\n"
-        "t0 = time.perf_counter()\n"
+        "t0, c0 = time.perf_counter(), time.process_time()\n"
         "for i in range(0, len(texts), 1000): tok.encode_batch(texts[i:i + 1000], add_special_tokens=False)\n"
-        "print(time.perf_counter() - t0)\n"
+        "print(time.perf_counter() - t0, time.process_time() - c0)\n"
     )
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
         json.dump(texts, f, ensure_ascii=False)
@@ -93,30 +100,92 @@ def bare_tokenizer(tokenizer: Path, texts: list[str], threads: int) -> float:
         check=True,
     )
     os.unlink(f.name)
-    return float(out.stdout.strip())
+    seconds, cpu = (float(x) for x in out.stdout.split())
+    return Measured(seconds, 0.0, 0, "", cpu)
 
 
 RAY_CLUSTER = "ours ray, running 2-CPU cluster"
 
 
-def prepare_run(
-    dataprep: str, tmp: Path, name: str, extra: list[str], rows: list[tuple[str, Measured]]
-) -> bool:
-    """`dataprep prepare` on tmp/in with the default recipe, measured into rows; False on failure."""
+BARE = "bare tokenizer encode_batch, 2 threads"
+PEER = "datatrove, 2 workers"
+ONE, TWO, RAY = "ours local, 1 worker", "ours local, 2 workers", "ours ray, 2 CPUs"
+
+
+def prepare_run(dataprep: str, tmp: Path, name: str, extra: list[str]) -> Measured | None:
+    """`dataprep prepare` on tmp/in with the default recipe, measured; None on failure."""
     out = tmp / name.replace(" ", "_").replace(",", "")
+    shutil.rmtree(out, ignore_errors=True)
     m = run_measured([dataprep, "prepare", str(tmp / "in"), "--out", str(out), "--quiet", *extra])
     if m.returncode:
         print(m.stderr[-3000:])
-        return False
-    rows.append((name, m))
-    print(f"  {name}: {m.seconds:.1f} s", flush=True)
-    return True
+        return None
+    print(f"  {name}: {m.seconds:.1f} s, {m.cpu_seconds:.1f} CPU-s", flush=True)
+    return m
+
+
+def run_peer(tmp: Path, tokenizer: Path) -> Measured | None:
+    """bench/peer_datatrove.py on tmp/in with 2 workers, in its own venv; None when unavailable."""
+    python = ensure_peer_venv()
+    if python is None:
+        return None
+    cmd = [str(python), str(BENCH / "peer_datatrove.py"), str(tmp / "in"), str(tmp / "dt")]
+    m = run_measured([*cmd, "--tokenizer", str(tokenizer), "--workers", "2"])
+    if m.returncode:
+        print("datatrove failed:\n" + m.stderr[-3000:])
+        return None
+    print(f"  datatrove: {m.seconds:.1f} s", flush=True)
+    return m
+
+
+def one_round(dataprep: str, tmp: Path, texts: list[str], ray: bool) -> dict[str, Measured] | None:
+    """Every run of ours and the bare tokenizer once, back to back: {run name: measurement}."""
+    runs = [(ONE, ["--workers", "1"]), (TWO, ["--workers", "2"])]
+    if ray:
+        runs.append((RAY, ["--workers", "2", "--executor", "ray"]))
+    got: dict[str, Measured] = {}
+    for name, extra in runs:
+        m = prepare_run(dataprep, tmp, name, extra)
+        if m is None:
+            return None
+        got[name] = m
+    if ray:
+        with local_ray_head(2) as address:
+            if address is None:
+                print("  could not start a Ray head: skipping the running-cluster run", flush=True)
+            else:
+                extra = ["--workers", "2", "--executor", "ray", "--ray-address", address]
+                m = prepare_run(dataprep, tmp, RAY_CLUSTER, extra)
+                if m is None:
+                    return None
+                got[RAY_CLUSTER] = m
+    tokenizer = tmp / "ours_local_1_worker" / "tokenizer" / "tokenizer.json"
+    got[BARE] = bare_tokenizer(tokenizer, texts, threads=2)
+    print(f"  bare tokenizer: {got[BARE].seconds:.1f} s", flush=True)
+    return got
+
+
+def ratios_of(by: dict[str, float]) -> list[tuple[str, float, float]]:
+    """(ratio name, value, target) from seconds per run name; speed ratios, so higher is better."""
+    two = by[TWO]
+    out = [("ours(2) / bare tokenizer (2 threads)", by[BARE] / two, 0.8)]
+    out.append(("2 workers / 1 worker", by[ONE] / two, 1.8))
+    if PEER in by:
+        out.append(("ours / datatrove (2 workers each)", by[PEER] / two, 2.0))
+    if RAY in by:
+        out.append(("ray / local (2 CPUs, Ray started by the run)", two / by[RAY], 0.9))
+    if RAY_CLUSTER in by:
+        out.append(("ray / local (2 CPUs, Ray already running)", two / by[RAY_CLUSTER], 0.9))
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", type=Path, nargs="?")
     ap.add_argument("--mb", type=float, default=40)
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="rounds of ours and the bare tokenizer (datatrove runs once)"
+    )
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-ray", action="store_true")
     args = ap.parse_args()
@@ -127,88 +196,70 @@ def main() -> int:
         corpus = REPO / "sample_corpus" / "mail" / "spamassassin.jsonl.gz"
         print(f"no corpus given: using {corpus} (too small for meaningful speeds)")
     dataprep = str(Path(sys.executable).with_name("dataprep"))
-    rows: list[tuple[str, Measured]] = []
+    rounds: list[dict[str, Measured]] = []
+    peer: Measured | None = None
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         docs, nbytes, texts = write_slice(corpus, tmp / "in", int(args.mb * 1e6))
         mb = nbytes / 1e6
         print(f"corpus: {corpus.name}, first {docs:,} documents, {mb:.1f} MB of text, 8 files", flush=True)
-        runs = [("ours local, 1 worker", ["--workers", "1"]), ("ours local, 2 workers", ["--workers", "2"])]
-        if not args.skip_ray:
-            runs.append(("ours ray, 2 CPUs", ["--workers", "2", "--executor", "ray"]))
-        for name, extra in runs:
-            if not prepare_run(dataprep, tmp, name, extra, rows):
+        for k in range(max(1, args.repeat)):
+            print(f"round {k + 1}/{max(1, args.repeat)}", flush=True)
+            got = one_round(dataprep, tmp, texts, not args.skip_ray)
+            if got is None:
                 return 1
-        if not args.skip_ray:
-            with local_ray_head(2) as address:
-                if address is None:
-                    print("  could not start a Ray head: skipping the running-cluster run", flush=True)
-                else:
-                    extra = ["--workers", "2", "--executor", "ray", "--ray-address", address]
-                    if not prepare_run(dataprep, tmp, RAY_CLUSTER, extra, rows):
-                        return 1
-        first_out = tmp / "ours_local_1_worker"
-        tokenizer = first_out / "tokenizer" / "tokenizer.json"
-        stats = json.loads((first_out / "stats.json").read_text())
-        bare = bare_tokenizer(tokenizer, texts, threads=2)
-        rows.append(("bare tokenizer encode_batch, 2 threads", Measured(bare, 0.0, 0, "")))
-        print(f"  bare tokenizer: {bare:.1f} s", flush=True)
+            rounds.append(got)
+        stats = json.loads((tmp / "ours_local_1_worker" / "stats.json").read_text())
         if not args.skip_peer:
-            python = ensure_peer_venv()
-            if python is not None:
-                m = run_measured(
-                    [
-                        str(python),
-                        str(BENCH / "peer_datatrove.py"),
-                        str(tmp / "in"),
-                        str(tmp / "dt"),
-                        "--tokenizer",
-                        str(tokenizer),
-                        "--workers",
-                        "2",
-                    ]
-                )
-                if m.returncode:
-                    print("datatrove failed:\n" + m.stderr[-3000:])
-                else:
-                    rows.append(("datatrove, 2 workers", m))
-                    print(f"  datatrove: {m.seconds:.1f} s", flush=True)
-    table = [
-        f"corpus: {corpus.name}, {docs:,} documents, {mb:.1f} MB of text; kept {stats['totals']['kept']:,}",
-        "",
-        f"| {'run':<40} | {'seconds':>8} | {'MB/s':>6} | {'docs/s':>8} | {'peak RSS MB':>11} |",
-        f"|{'-' * 42}|{'-' * 10}:|{'-' * 7}:|{'-' * 9}:|{'-' * 12}:|",
-    ]
-    by = {}
-    for name, m in rows:
-        by[name] = m.seconds
-        # a running cluster's workers are not the driver's children: their memory is not seen
-        rss = f"{m.peak_rss_mb:.0f}" if m.peak_rss_mb and name != RAY_CLUSTER else "-"
-        table.append(
-            f"| {name:<40} | {m.seconds:8.1f} | {mb / m.seconds:6.2f} | {docs / m.seconds:8.0f} | {rss:>11} |"
-        )
-    two = by["ours local, 2 workers"]
-    ratios = [
-        ("ours(2) / bare tokenizer(2 threads)", by["bare tokenizer encode_batch, 2 threads"] / two, 0.8),
-        ("2 workers / 1 worker", by["ours local, 1 worker"] / two, 1.8),
-    ]
-    if "datatrove, 2 workers" in by:
-        ratios.append(("ours / datatrove (2 workers each)", by["datatrove, 2 workers"] / two, 2.0))
-    if "ours ray, 2 CPUs" in by:
-        ratios.append(("ray / local (2 CPUs, Ray started by the run)", two / by["ours ray, 2 CPUs"], 0.9))
-    if RAY_CLUSTER in by:
-        ratios.append(("ray / local (2 CPUs, Ray already running)", two / by[RAY_CLUSTER], 0.9))
-    table += ["", "| ratio (speed) | value | target |", "|---|---:|---:|"]
-    table += [f"| {n} | {v:.2f} | ≥ {t} |" for n, v, t in ratios]
-    text = "\n".join(table)
+            peer = run_peer(tmp, tmp / "ours_local_1_worker" / "tokenizer" / "tokenizer.json")
+    text = result_table(corpus.name, docs, mb, stats, rounds, peer)
     print("\n" + text)
     write_result(
         "end_to_end",
         "End-to-end benchmark",
-        f"python bench/bench_end_to_end.py {corpus.name} --mb {args.mb:g}",
+        f"python bench/bench_end_to_end.py {corpus.name} --mb {args.mb:g} --repeat {args.repeat}",
         text,
     )
     return 0
+
+
+def result_table(
+    corpus: str, docs: int, mb: float, stats: dict, rounds: list[dict[str, Measured]], peer: Measured | None
+) -> str:
+    """Markdown: per run the median over rounds (and the range), MB/s, docs/s, CPU seconds and
+    cores busy on average, peak RSS; then each ratio from the medians and per round."""
+    names = list(rounds[0]) + ([PEER] if peer is not None else [])
+    runs = {name: [r[name] for r in rounds if name in r] for name in rounds[0]}
+    if peer is not None:
+        runs[PEER] = [peer]
+    median = {name: statistics.median(m.seconds for m in ms) for name, ms in runs.items()}
+    table = [
+        f"corpus: {corpus}, {docs:,} documents, {mb:.1f} MB of text; kept {stats['totals']['kept']:,}; "
+        f"{len(rounds)} round(s), seconds are medians (range over rounds)",
+        "",
+        "| run | seconds | range | MB/s | docs/s | CPU s | cores busy | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        ms, sec = runs[name], median[name]
+        cpu = statistics.median(m.cpu_seconds for m in ms)
+        # a running cluster's workers are neither the driver's children nor waited for by it: their
+        # memory and CPU are not seen; neither are those of Ray's own daemons
+        seen = name not in (RAY_CLUSTER, RAY)
+        rss = max(m.peak_rss_mb for m in ms)
+        spread = f"{min(m.seconds for m in ms):.1f}–{max(m.seconds for m in ms):.1f}" if len(ms) > 1 else "-"
+        table.append(
+            f"| {name} | {sec:.1f} | {spread} | {mb / sec:.2f} | {docs / sec:.0f} | "
+            + (f"{cpu:.1f} | {cpu / sec:.2f} | " if seen and cpu else "- | - | ")
+            + (f"{rss:.0f} |" if rss and name != RAY_CLUSTER else "- |")
+        )
+    peer_seconds = {PEER: peer.seconds} if peer is not None else {}
+    per_round = [ratios_of({**{n: m.seconds for n, m in r.items()}, **peer_seconds}) for r in rounds]
+    table += ["", "| ratio (speed) | from medians | per round | target |", "|---|---:|---:|---:|"]
+    for k, (name, value, target) in enumerate(ratios_of(median)):
+        each = ", ".join(f"{rs[k][1]:.2f}" for rs in per_round)
+        table.append(f"| {name} | {value:.2f} | {each} | ≥ {target} |")
+    return "\n".join(table)
 
 
 if __name__ == "__main__":

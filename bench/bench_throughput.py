@@ -104,7 +104,7 @@ def bench_corpus(
     ratios = []
     engine_rows = []
     for n in workers:
-        hf = bare_tokenizer(tokenizer, texts, threads=n)
+        hf = bare_tokenizer(tokenizer, texts, threads=n).seconds
         fast = engine_alone(tokenizer, texts_file, n)
         ratio = hf / runs[n].seconds
         ratios.append(ratio)

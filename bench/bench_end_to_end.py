@@ -18,10 +18,11 @@ get 8 tasks), runs in one go:
                                     (bench/.peer-venv, created on first use from the registry)
 and prints MB/s, docs/s, CPU seconds (with the cores busy on average) and peak RSS (summed over the
 process tree) for each, then the ratios the project targets. With --repeat N the runs of ours and
-the bare tokenizer are repeated in N back-to-back rounds (datatrove, at 3x slower, once): the table
-shows medians and ranges, and each ratio from the medians and per round, since on a shared VM
-speeds drift by 20% within minutes and a ratio from one round is paired within that round. Without CORPUS it uses zh_poetry.jsonl.gz from $CORPORA, else the sample corpus.
-The table is also written to bench/results/end_to_end-<date>.md with a machine description.
+the bare tokenizer are repeated in N back-to-back rounds (datatrove, at 3x slower, once): the
+table shows medians and ranges, and each ratio from the medians and per round (on a shared VM
+speeds drift by 20% within minutes; a ratio within one round compares runs made minutes apart).
+Without CORPUS it uses zh_poetry.jsonl.gz from $CORPORA, else the sample corpus. The table is also
+written to bench/results/end_to_end-<date>.md with a machine description.
 """
 
 from __future__ import annotations

@@ -73,14 +73,16 @@ class DocWriter:
     def _write_parquet(self, docs: list[Document]) -> None:
         import pyarrow as pa
 
-        columns = {
-            "id": [d.id for d in docs],
-            "text": [d.text for d in docs],
-            "source": [d.source for d in docs],
-            "meta": [d.meta_json() for d in docs],
-            "tokens": [None if d.tokens is None else np.asarray(d.tokens, dtype=np.int32) for d in docs],
-        }
-        self._writer.write_table(pa.table(columns, schema=_schema()))
+        from dataprep.formats import arrow  # built from buffers: pa.table(dict) imports pandas
+
+        columns = [
+            arrow.strings([d.id for d in docs]),
+            arrow.strings([d.text for d in docs]),
+            arrow.strings([d.source for d in docs]),
+            arrow.strings([d.meta_json() for d in docs]),
+            arrow.int32_lists([None if d.tokens is None else np.asarray(d.tokens) for d in docs]),
+        ]
+        self._writer.write_table(pa.Table.from_arrays(columns, schema=_schema()))
 
     def _write_frame(self, docs: list[Document]) -> None:
         lengths: list[int] | None = None

@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from dataprep.formats import arrow
 from dataprep.io import write_text_atomic
-from stages import _arrow as arrow
 
 J = TypeVar("J")
 

@@ -53,9 +53,9 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep.document import Document, Drop
+from dataprep.formats import arrow
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
-from stages import _arrow as arrow
 from stages import _minhash as mh
 from stages._components import (
     EDGE,

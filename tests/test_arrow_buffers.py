@@ -1,4 +1,4 @@
-"""stages/_arrow.py: Arrow arrays from and to numpy through their buffers, without pandas."""
+"""dataprep.formats.arrow: Arrow arrays from and to numpy through their buffers, without pandas."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from stages import _arrow as arrow
+from dataprep.formats import arrow
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint64])
@@ -42,13 +42,42 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from stages import _arrow as arrow
+from dataprep.formats import arrow
 schema = pa.schema([("id", pa.string()), ("n", pa.int32())])
 columns = [arrow.strings(["a", "b"]), arrow.numbers(np.array([1, 2]), np.int32)]
 table = pa.Table.from_arrays(columns, schema=schema)
 pq.write_table(table, {str(tmp_path / "t.parquet")!r})
 back = pq.ParquetFile({str(tmp_path / "t.parquet")!r}).read()
 assert arrow.to_numpy(back.column("n"), np.int32).tolist() == [1, 2]
+assert "pandas" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_int32_lists_are_the_arrays_pyarrow_converts() -> None:
+    arrays = [np.array([1, 2, 3]), None, np.array([], dtype=np.int32), np.array([7], dtype=np.int64), None]
+    expected = pa.array([None if a is None else a.tolist() for a in arrays], type=pa.list_(pa.int32()))
+    got = arrow.int32_lists(arrays)
+    got.validate(full=True)
+    assert got.equals(expected)
+    assert arrow.int32_lists([np.array([4, 5])]).equals(pa.array([[4, 5]], type=pa.list_(pa.int32())))
+    assert arrow.int32_lists([]).equals(pa.array([], type=pa.list_(pa.int32())))
+    assert arrow.int32_lists([None] * 9).equals(pa.array([None] * 9, type=pa.list_(pa.int32())))
+
+
+def test_documents_written_as_parquet_never_import_pandas(tmp_path) -> None:
+    script = f"""
+import sys
+from pathlib import Path
+import numpy as np
+from dataprep.docstore import DocWriter, read_docs
+from dataprep.document import Document
+docs = [Document("a", "文本", "s", meta={{"k": 1}}), Document("b", "x", "s", tokens=np.array([3, 4]))]
+w = DocWriter(Path({str(tmp_path / "d.parquet")!r}))
+w.write(docs)
+w.close()
+back = [d for b in read_docs(Path({str(tmp_path / "d.parquet")!r}), 10) for d in b]
+assert back[0].tokens is None and back[1].tokens.tolist() == [3, 4] and back[0].meta == {{"k": 1}}
 assert "pandas" not in sys.modules
 """
     subprocess.run([sys.executable, "-c", script], check=True)

@@ -1,4 +1,4 @@
-"""Arrow arrays to and from numpy through their buffers (no stage here).
+"""Arrow arrays to and from numpy through their buffers.
 
 pyarrow's converters between Arrow and Python objects or numpy arrays (``pa.array``,
 ``pa.table`` on a dict, ``to_numpy``, ``take`` with numpy indices) import pandas on first use
@@ -35,6 +35,30 @@ def strings(texts: list[str]) -> Any:
         return pa.array(texts, type=pa.string())
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
     return pa.Array.from_buffers(pa.string(), len(data), buffers)
+
+
+def int32_lists(arrays: list[np.ndarray | None]) -> Any:
+    """A pyarrow list<int32> array with one list per entry of ``arrays`` (None: a null list)."""
+    import pyarrow as pa
+
+    valid = np.asarray([a is not None for a in arrays], dtype=bool)
+    present = [np.asarray(a, dtype=np.int32) for a in arrays if a is not None]
+    lengths = np.zeros(len(arrays), dtype=np.int64)
+    lengths[valid] = [len(a) for a in present]
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] >= _INT32_OFFSETS:
+        return pa.array([None if a is None else a.tolist() for a in arrays], type=pa.list_(pa.int32()))
+    values = numbers(np.concatenate(present) if present else np.zeros(0, np.int32), np.int32)
+    nulls = int((~valid).sum())
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.ListArray.from_buffers(
+        pa.list_(pa.int32()),
+        len(arrays),
+        [bitmap, pa.py_buffer(offsets.astype(np.int32))],
+        null_count=nulls,
+        children=[values],
+    )
 
 
 def to_numpy(column: Any, dtype: type[np.generic]) -> np.ndarray:

@@ -40,8 +40,8 @@ from dataprep import __version__
 from dataprep import stage as registry
 from dataprep.docstore import FRAMES_SUFFIX, PARQUET_SUFFIX, DocWriter, RejectedWriter, read_docs
 from dataprep.document import Document, Drop
-from dataprep.io import file_sha256, write_text_atomic
-from dataprep.plan import Plan, expand_inputs, make_plan
+from dataprep.io import write_text_atomic
+from dataprep.plan import InputFile, Plan, expand_inputs, make_plan
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe, recipe_from_resolved
 from dataprep.stage import (
@@ -566,6 +566,26 @@ def _default_workers() -> int:
         return os.cpu_count() or 1
 
 
+def _plan_run(
+    run: RunDir, files: list[InputFile], recipe: Recipe, parallel_map: Callable[..., list[Any]]
+) -> tuple[Plan, StageStats, dict[str, list[dict[str, str]]]]:
+    """(plan, its stats, its problem samples) of the run: made once, files planned and hashed in
+    parallel by ``parallel_map``, and kept in work/plan.json for resumed runs."""
+    plan_file = run.work / "plan.json"
+    if plan_file.exists():
+        saved = json.loads(plan_file.read_text())
+        plan = Plan.from_json(saved["plan"])
+        plan.sha256 = plan.sha256 or saved.get("sha256", {})  # where plan.json kept them before
+        return plan, StageStats.from_json(saved["stats"]), saved["samples"]
+    stats = StageStats()
+    report = ReadReport(stats, recipe.input["on_error"])
+    scratch = run.work / "inputs"
+    plan = make_plan(files, recipe, report, scratch, parallel_map=parallel_map, hash_files=True)
+    saved = {"plan": plan.to_json(), "stats": stats.to_json(), "samples": report.samples}
+    write_text_atomic(plan_file, json.dumps(saved))
+    return plan, stats, report.samples
+
+
 def _prepare_out(run: RunDir, fingerprint: dict[str, Any]) -> bool:
     """Make OUT ready; True when resuming a compatible earlier run."""
     state_file = run.work / "run.json"
@@ -694,45 +714,23 @@ def prepare(
         run.work / "run.json",
         json.dumps({**fingerprint, "recipe": recipe.resolved()}, ensure_ascii=False, indent=1),
     )
-    plan_stats = StageStats()
-    plan_report = ReadReport(plan_stats, recipe.input["on_error"])
-    plan_file = run.work / "plan.json"
-    if plan_file.exists():
-        saved = json.loads(plan_file.read_text())
-        plan = Plan.from_json(saved["plan"])
-        plan_stats = StageStats.from_json(saved["stats"])
-        plan_report.samples = saved["samples"]
-        hashes = saved["sha256"]
-    else:
-        plan = make_plan(files, recipe, plan_report, scratch=run.work / "inputs")
-        hashes = {f.rel: file_sha256(f.path) for f in files}
-        write_text_atomic(
-            plan_file,
-            json.dumps(
-                {
-                    "plan": plan.to_json(),
-                    "stats": plan_stats.to_json(),
-                    "samples": plan_report.samples,
-                    "sha256": hashes,
-                }
-            ),
-        )
-    if not quiet:
-        for note in plan.file_notes:
-            _log(
-                f"{'note' if note['kind'] == 'unsupported' else 'warning'}: {note['file']}: {note['message']}"
-            )
-    task_ids = plan.task_ids
-    stages = [spec.build() for spec in recipe.stages]
-    labels = [spec.label for spec in recipe.stages]
-    passes = plan_passes(stages)
-    clock.stop("plan", begun)
-    artifacts: dict[str, Any] = {}
-    driver_stats = {label: StageStats() for label in labels}
-    manifest_parts: list[dict[str, Any]] = []
-    drawn: Any = None  # report plots drawn by a worker during the last decide
-    total_bytes = sum(t.nbytes for t in plan.tasks)
     with make_executor(executor, workers, ray_address) as runner:
+        plan, plan_stats, plan_samples = _plan_run(run, files, recipe, runner.map)
+        hashes = plan.sha256
+        if not quiet:
+            for note in plan.file_notes:
+                kind = "note" if note["kind"] == "unsupported" else "warning"
+                _log(f"{kind}: {note['file']}: {note['message']}")
+        task_ids = plan.task_ids
+        stages = [spec.build() for spec in recipe.stages]
+        labels = [spec.label for spec in recipe.stages]
+        passes = plan_passes(stages)
+        clock.stop("plan", begun)
+        artifacts: dict[str, Any] = {}
+        driver_stats = {label: StageStats() for label in labels}
+        manifest_parts: list[dict[str, Any]] = []
+        drawn: Any = None  # report plots drawn by a worker during the last decide
+        total_bytes = sum(t.nbytes for t in plan.tasks)
         clock.runner = runner
         driver_warm_ups = DriverWarmUps(stages) if workers == 1 and executor == "local" else None
 
@@ -798,7 +796,7 @@ def prepare(
                     labels,
                     task_ids,
                     plan_stats,
-                    plan_report.samples,
+                    plan_samples,
                     driver_stats,
                 )
                 drawn = _draw_ahead(runner, recipe, stats_so_far)
@@ -851,7 +849,7 @@ def prepare(
         stages,
         task_ids,
         plan_stats,
-        plan_report.samples,
+        plan_samples,
         driver_stats,
         manifest_parts,
         hashes,
@@ -889,7 +887,7 @@ def _finalize(
     plan_samples: dict[str, list[dict[str, str]]],
     driver_stats: dict[str, StageStats],
     manifest_parts: list[dict[str, Any]],
-    hashes: dict[str, str],
+    hashes: dict[str, str | None],
     files: list[Any],
     drawn: dict[str, str] | None = None,
 ) -> dict[str, Any]:

@@ -7,17 +7,19 @@ outputs do not depend on the file system's listing order or on the worker count.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dataprep import stage as registry
-from dataprep.io import compression_of, decompress_chunks, logical_suffix, looks_binary, sniff
+from dataprep.io import compression_of, decompress_chunks, file_sha256, logical_suffix, looks_binary, sniff
 from dataprep.recipe import InputParams, Recipe
 from dataprep.stage import InputSplit, ReadReport
 
@@ -86,11 +88,13 @@ class Plan:
 
     tasks: input splits in their canonical order (task i has id ``t{i:05d}``).
     file_notes: per file, why it produced no task (binary, empty, unsupported, unreadable).
+    sha256: per file (relative path), its SHA-256 hex digest (None when unreadable), when asked.
     """
 
     files: list[InputFile]
     tasks: list[InputSplit]
     file_notes: list[dict[str, str]] = field(default_factory=list)
+    sha256: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def task_ids(self) -> list[str]:
@@ -101,12 +105,16 @@ class Plan:
             "files": [asdict(f) for f in self.files],
             "tasks": [asdict(t) for t in self.tasks],
             "file_notes": self.file_notes,
+            "sha256": self.sha256,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Plan:
         return cls(
-            [InputFile(**f) for f in d["files"]], [InputSplit(**t) for t in d["tasks"]], d["file_notes"]
+            [InputFile(**f) for f in d["files"]],
+            [InputSplit(**t) for t in d["tasks"]],
+            d["file_notes"],
+            d.get("sha256", {}),
         )
 
     def fingerprint(self) -> str:
@@ -122,10 +130,55 @@ def reader_for(path: str, params: InputParams) -> type[registry.Reader] | None:
     return next((r for r in readers if suffix in r.extensions), None)
 
 
+def _scan_file(job: tuple[InputFile, str | None, Any, bool]) -> dict[str, Any]:
+    """Plan one file (module level: runs on a worker): its splits at the reader parameters'
+    split_bytes, or the note (kind, message) on why it has none; and its sha256 when asked (None
+    when it cannot be read). Reads the file at most twice back to back (splitting, hashing)."""
+    f, reader_name, reader_params, want_hash = job
+    out: dict[str, Any] = {"splits": [], "note": None, "sha256": None}
+    if want_hash:
+        with contextlib.suppress(OSError):
+            out["sha256"] = file_sha256(f.path)
+    if reader_name is None:
+        return out
+    reader = registry.get(reader_name)
+    if f.size == 0:
+        out["note"] = ("empty_file", "empty file (0 bytes)")
+        return out
+    if reader.name != "parquet":
+        try:
+            head = sniff(f.path)
+        except (OSError, EOFError) as e:
+            out["note"] = ("read_error", f"cannot read: {e}")
+            return out
+        if not head:
+            out["note"] = ("empty_file", "empty file (no data after decompression)")
+            return out
+        if looks_binary(head):
+            out["note"] = ("binary_file", "looks binary (control bytes or undecodable text), skipped")
+            return out
+    try:
+        out["splits"] = reader.plan(f.path, f.rel, reader_params)  # a corrupt Parquet footer fails here
+    except Exception as e:
+        out["note"] = ("read_error", f"cannot plan: {type(e).__name__}: {e}")
+    return out
+
+
 def make_plan(
-    files: list[InputFile], recipe: Recipe, report: ReadReport, scratch: Path | None = None
+    files: list[InputFile],
+    recipe: Recipe,
+    report: ReadReport,
+    scratch: Path | None = None,
+    parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None,
+    hash_files: bool = False,
 ) -> Plan:
     """Sniff each file and cut it into splits. Files without a task are noted (and reported).
+
+    Files are planned independently, through ``parallel_map`` when given (e.g. the executor's
+    workers: planning reads every uncompressed file to find line starts, which on hundreds of GB
+    takes minutes on one core); with ``hash_files`` the same job records each file's sha256 in
+    ``Plan.sha256``. Notes and counts are applied in file order, so the plan and report do not
+    depend on the workers.
 
     When the plan has fewer than ``input.min_tasks`` tasks, splits are cut finer (down to 1 MiB) so
     that every worker gets work; a compressed file cannot be cut, so, given ``scratch``, each
@@ -136,63 +189,50 @@ def make_plan(
     params = registry.build_params(
         InputParams, {k: v for k, v in recipe.input.items() if k in InputParams.__dataclass_fields__}, "input"
     )
-    readable: list[tuple[InputFile, type[registry.Reader], Any]] = []
-    notes: list[dict[str, str]] = []
-
-    def note(f: InputFile, kind: str, message: str) -> None:
-        notes.append({"file": f.rel, "kind": kind, "message": message})
-        report.file_error(kind, f.rel, message)
-
+    jobs = []
     for f in files:
         reader = reader_for(f.path, params)
-        if reader is None:
+        rp = None
+        if reader is not None:
+            rp = dataclasses.replace(recipe.reader_params(reader), split_bytes=params.split_bytes)
+        jobs.append((f, None if reader is None else reader.name, rp, hash_files))
+    scans = (parallel_map or _map)(_scan_file, jobs)
+    readable: list[tuple[InputFile, type[registry.Reader], Any]] = []
+    notes: list[dict[str, str]] = []
+    tasks: list[InputSplit] = []
+    for (f, reader_name, rp, _), scan in zip(jobs, scans, strict=True):
+        if reader_name is None:
             notes.append(
                 {"file": f.rel, "kind": "unsupported", "message": "no reader for this file type (skipped)"}
             )
             report.stats.count("files.unsupported")
-            continue
-        if f.size == 0:
-            note(f, "empty_file", "empty file (0 bytes)")
-            continue
-        if reader.name != "parquet":
-            try:
-                head = sniff(f.path)
-            except (OSError, EOFError) as e:
-                note(f, "read_error", f"cannot read: {e}")
-                continue
-            if not head:
-                note(f, "empty_file", "empty file (no data after decompression)")
-                continue
-            if looks_binary(head):
-                note(f, "binary_file", "looks binary (control bytes or undecodable text), skipped")
-                continue
-        reader_params = recipe.reader_params(reader)
-        try:
-            reader.plan(f.path, f.rel, reader_params)  # a corrupt Parquet footer fails here
-        except Exception as e:
-            note(f, "read_error", f"cannot plan: {type(e).__name__}: {e}")
-            continue
-        report.stats.count("files.read")
-        readable.append((f, reader, reader_params))
-
-    def cut(split_bytes: int) -> list[InputSplit]:
-        return [
-            split
-            for f, reader, rp in readable
-            for split in reader.plan(f.path, f.rel, dataclasses.replace(rp, split_bytes=split_bytes))
-        ]
-
-    tasks = cut(params.split_bytes)
+        elif scan["note"] is not None:
+            kind, message = scan["note"]
+            notes.append({"file": f.rel, "kind": kind, "message": message})
+            report.file_error(kind, f.rel, message)
+        else:
+            report.stats.count("files.read")
+            readable.append((f, registry.get(reader_name), rp))
+            tasks += scan["splits"]
+    sha256 = {f.rel: scan["sha256"] for f, scan in zip(files, scans, strict=True)} if hash_files else {}
     if len(tasks) < params.min_tasks:
         # a small corpus (or a few big files): cut finer so that every worker gets work
         finer = min(
             params.split_bytes, max(sum(t.nbytes for t in tasks) // params.min_tasks, MIN_SPLIT_BYTES)
         )
         if finer < params.split_bytes:
-            tasks = cut(finer)
+            tasks = [
+                split
+                for f, reader, rp in readable
+                for split in reader.plan(f.path, f.rel, dataclasses.replace(rp, split_bytes=finer))
+            ]
         if scratch is not None:
             tasks = _chunk_compressed(tasks, recipe, finer, scratch, report)
-    return Plan(files, tasks, notes)
+    return Plan(files, tasks, notes, sha256)
+
+
+def _map(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    return [fn(x) for x in items]
 
 
 def _chunk_compressed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -62,6 +63,11 @@ def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
     run([SAMPLE], tmp_path / "w2", SPLIT_RECIPE, workers=2)
     assert_same_outputs(tmp_path / "w2", tmp_path / "w1")
     one = output_bytes(tmp_path / "w1")
+    inputs = json.loads((tmp_path / "w2" / "manifest.json").read_text())["inputs"]  # hashed by the workers
+    files = sorted(p for p in SAMPLE.rglob("*") if p.is_file())
+    assert {e["path"]: e["sha256"] for e in inputs} == {
+        p.relative_to(SAMPLE).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files
+    }
     assert any(k.startswith("shards/") for k in one) and "rejected/exact_dedup.jsonl.zst" in one
 
 

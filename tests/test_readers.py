@@ -177,3 +177,35 @@ def test_small_corpus_is_cut_finer_so_every_worker_gets_work(tmp_path: Path) -> 
     assert sum(t.end - t.start for t in plan.tasks) == size
     off = parse_recipe(recipe_with(min_tasks=0), "test")
     assert len(make_plan(expand_inputs([str(path)]), off, ReadReport(StageStats(), "skip")).tasks) == 1
+
+
+def test_files_are_planned_and_hashed_through_the_parallel_map_as_one_job_each(tmp_path: Path) -> None:
+    import hashlib
+    import multiprocessing as mp
+
+    rows = [{"text": f"第{i}行 " + "字" * (i % 200)} for i in range(3000)]
+    (tmp_path / "big.jsonl").write_bytes(jsonl_bytes(rows))
+    write_zst(tmp_path / "small.jsonl.zst", jsonl_bytes(ROWS))
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "blob.txt").write_bytes(bytes(range(256)) * 64)
+    (tmp_path / "notes.pdf").write_bytes(b"%PDF-1.4")
+    files = expand_inputs([str(tmp_path)])
+    recipe = parse_recipe(recipe_with(split_bytes=1 << 16, min_tasks=0), "test")
+    calls: list[int] = []
+
+    def pool_map(fn, items):  # the executor's workers: module-level fn, arguments pickled
+        calls.append(len(items))
+        with mp.get_context("spawn").Pool(2) as pool:
+            return pool.map(fn, items)
+
+    serial_stats, pooled_stats = StageStats(), StageStats()
+    serial = make_plan(files, recipe, ReadReport(serial_stats, "skip"), hash_files=True)
+    pooled_report = ReadReport(pooled_stats, "skip")
+    pooled = make_plan(files, recipe, pooled_report, parallel_map=pool_map, hash_files=True)
+    assert calls == [len(files)] == [5]
+    assert pooled.to_json() == serial.to_json()
+    assert pooled_stats.to_json() == serial_stats.to_json()
+    assert len(pooled.tasks) > 4  # big.jsonl is cut at 64 KiB
+    assert [n["kind"] for n in pooled.file_notes] == ["binary_file", "empty_file", "unsupported"]
+    assert pooled.sha256 == {f.rel: hashlib.sha256(Path(f.path).read_bytes()).hexdigest() for f in files}
+    assert make_plan(files, recipe, ReadReport(StageStats(), "skip")).sha256 == {}  # only when asked

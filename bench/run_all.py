@@ -41,7 +41,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench_tokenizer_engines.py", ["{zh_mixed.jsonl.gz}", "{zh_poetry.jsonl.gz}"]),
     ("bench_tokenizer_training.py", ["{zh_mixed.jsonl.gz}", "{zh_poetry.jsonl.gz}"]),
     ("bench_train_loader.py", []),
-    ("bench_end_to_end.py", ["{zh_poetry.jsonl.gz}"]),
+    ("bench_end_to_end.py", ["{zh_poetry.jsonl.gz}", "--repeat", "2"]),
     ("bench_throughput.py", ["{zh_poetry.jsonl.gz}", "{zh_mixed.jsonl.gz}"]),
 ]
 STAND_INS = {

@@ -8,6 +8,7 @@ never imported on the prepare path). Exit codes: 0 success, 1 the run failed, 2 
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from collections.abc import Callable
 
@@ -38,6 +39,16 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except (InputError, RunError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as e:  # e.g. a full disk, a lost mount: the run stopped where it was
+        print(f"error: {e}", file=sys.stderr)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(
+                "the file system is full: free space where OUT is (deduplication keeps about 3x the "
+                "corpus text there while it runs; README: 'Memory per phase'), then",
+                file=sys.stderr,
+            )
+        print("rerun the same command to resume: finished tasks are kept", file=sys.stderr)
         return EXIT_FAILED
     return 0
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from dataprep import __version__
+from dataprep import __version__, worker_env
 from dataprep import stage as registry
 from dataprep.docstore import FRAMES_SUFFIX, PARQUET_SUFFIX, DocWriter, RejectedWriter, read_docs
 from dataprep.document import Document, Drop
@@ -157,13 +157,12 @@ class _WorkerState:
 
 
 _STATE: dict[str, _WorkerState] = {}
-_PROGRESS_QUEUE: Any = None
 
 
 @contextlib.contextmanager
 def _single_threaded_encoders() -> Iterator[None]:
     """Within the block, tokenizers encode with one thread (TOKENIZERS_PARALLELISM=false), as in
-    pool workers (:func:`_worker_init`); the variable is restored afterwards."""
+    pool workers (:func:`worker_env.init_pool_worker`); the variable is restored afterwards."""
     saved = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
@@ -173,12 +172,6 @@ def _single_threaded_encoders() -> Iterator[None]:
             del os.environ["TOKENIZERS_PARALLELISM"]
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = saved
-
-
-def _worker_init(queue: Any) -> None:
-    global _PROGRESS_QUEUE
-    _PROGRESS_QUEUE = queue
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _state(run: RunDir) -> _WorkerState:
@@ -401,13 +394,13 @@ def _pool_task(out: str, pass_index: int, task_index: int) -> None:
         last[1] += docs
         last[2] += nbytes
         now = time.monotonic()
-        if now - last[0] > 0.25 and _PROGRESS_QUEUE is not None:
-            _PROGRESS_QUEUE.put((last[1], last[2]))
+        if now - last[0] > 0.25 and worker_env.progress_queue is not None:
+            worker_env.progress_queue.put((last[1], last[2]))
             last[0], last[1], last[2] = now, 0, 0
 
     run_task(out, pass_index, task_index, progress)
-    if _PROGRESS_QUEUE is not None and (last[1] or last[2]):
-        _PROGRESS_QUEUE.put((last[1], last[2]))
+    if worker_env.progress_queue is not None and (last[1] or last[2]):
+        worker_env.progress_queue.put((last[1], last[2]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,7 +433,7 @@ class LocalExecutor:
             ctx = mp.get_context("spawn")
             self._queue = ctx.Queue()
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=ctx, initializer=_worker_init, initargs=(self._queue,)
+                self.workers, mp_context=ctx, initializer=worker_env.init_pool_worker, initargs=(self._queue,)
             )
         return self._pool
 

@@ -30,10 +30,13 @@ TASK_RETRIES = 3
 
 
 def _as_pool_worker() -> None:
-    """Set up this Ray worker like a local pool worker: tokenizers single-threaded, since every
-    CPU already runs a task. Set here rather than through a runtime_env: workers with a
-    runtime_env of their own cannot be the ones Ray started ahead, which costs seconds."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    """Set up this Ray worker like a local pool worker (:mod:`dataprep.worker_env`: one library
+    thread each, since every CPU already runs a task; Ray sets OMP_NUM_THREADS=1 itself). Set
+    here rather than through a runtime_env: workers with a runtime_env of their own cannot be the
+    ones Ray started ahead, which costs seconds."""
+    from dataprep.worker_env import one_thread_per_worker
+
+    one_thread_per_worker()
 
 
 def _in_worker(fn: Callable[[Any], Any], arg: Any) -> Any:

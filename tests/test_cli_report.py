@@ -72,3 +72,31 @@ def test_histogram_bins_and_merge() -> None:
     g.add([1.5])
     h.merge(g)
     assert h.counts == [1, 2, 2, 1, 2] and h.total() == 8
+
+
+def test_a_full_disk_stops_the_run_with_what_to_do_and_the_rerun_resumes(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    import errno
+
+    from conftest import SMALL_RECIPE, write_recipe
+    from dataprep import stage as registry
+    from dataprep.cli import main
+
+    recipe = write_recipe(tmp_path / "recipe.yaml", SMALL_RECIPE)
+    argv = ["prepare", str(SAMPLE / "poetry"), "--out", str(tmp_path / "o"), "--workers", "1"]
+    argv += ["--recipe", str(recipe), "--quiet"]
+    exact = registry.get("exact_dedup")
+
+    def full(self, ctx):
+        raise OSError(errno.ENOSPC, "No space left on device", str(ctx.work_dir / "keys"))
+
+    monkeypatch.setattr(exact, "decide", full)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "the file system is full" in err
+    assert "rerun the same command to resume" in err
+    monkeypatch.undo()
+    assert main(argv[:-1]) == 0  # not quiet: it says it resumes
+    assert "resuming the run" in capsys.readouterr().err
+    assert (tmp_path / "o" / "manifest.json").exists()

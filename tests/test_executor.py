@@ -207,3 +207,13 @@ def test_a_one_worker_run_encodes_with_one_thread_like_a_pool_worker(monkeypatch
         executor.LocalExecutor(1).run_pass(Path("unused"), 0, [0, 1], bar)
     assert seen == [1, 1]
     assert default_threads() == 2  # restored after the pass
+
+
+def test_pool_workers_get_one_library_thread_each_before_numpy_loads() -> None:
+    from dataprep.executor import LocalExecutor
+    from dataprep.worker_env import ONE_THREAD, worker_setup
+
+    with LocalExecutor(2) as pool:
+        found = pool.map(worker_setup, [None, None])
+    expected = {name: os.environ.get(name, value) for name, value in ONE_THREAD.items()}
+    assert found == [{"numpy_was_loaded": False, **expected}] * 2

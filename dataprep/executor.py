@@ -448,7 +448,9 @@ class LocalExecutor:
         single item runs in this process unless the pool is already up (it may hold a warm-up)."""
         if self.workers == 1 or not items or (len(items) == 1 and self._pool is None):
             return [fn(x) for x in items]
-        return list(self._ensure_pool().map(fn, items))
+        # many small items (e.g. planning thousands of input files) go in chunks, a few per worker
+        chunk = max(1, len(items) // (4 * self.workers))
+        return list(self._ensure_pool().map(fn, items, chunksize=chunk))
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
         """Start fn(arg) on a pool worker and return its future (``.result()``); None when the run

@@ -40,7 +40,7 @@ import numpy as np
 
 from dataprep import stage as registry
 from dataprep.document import Document
-from dataprep.formats.rows import RowBatch
+from dataprep.formats.rows import RowBatch, raw
 from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, param, register
 
 SPLITS = ("train", "validation")
@@ -359,6 +359,8 @@ class RowSpool:
         self.rows = 0
         self._pending: dict[int, list[tuple[np.ndarray, RowBatch]]] = {}
         self._pending_bytes = 0
+        self._bucket_rows = [0] * self.buckets  # rows and boundary values added to each bucket
+        self._bucket_segs = [0] * self.buckets
 
     def _path(self, b: int) -> Path:
         return self.dir / f"bucket{b:05d}.rows"
@@ -371,6 +373,8 @@ class RowSpool:
         self.rows += n
         if self.rng is None or self.buckets == 1:
             self._pending.setdefault(0, []).append((index, batch))
+            self._bucket_rows[0] += n
+            self._bucket_segs[0] += len(batch.seg_ends)
         else:
             which = self.rng.integers(0, self.buckets, size=n)
             order = np.argsort(which, kind="stable")
@@ -379,7 +383,10 @@ class RowSpool:
                 lo, hi = int(bounds[b]), int(bounds[b + 1])
                 if hi > lo:
                     sel = order[lo:hi]
-                    self._pending.setdefault(b, []).append((index[sel], batch.select(sel)))
+                    part = batch.select(sel)
+                    self._pending.setdefault(b, []).append((index[sel], part))
+                    self._bucket_rows[b] += hi - lo
+                    self._bucket_segs[b] += len(part.seg_ends)
         self._pending_bytes += batch.tokens.nbytes
         if self._pending_bytes >= self.FLUSH_BYTES:
             self.flush()
@@ -392,16 +399,22 @@ class RowSpool:
         return np.concatenate([p[0] for p in parts]), RowBatch.concat([p[1] for p in parts], self.L)
 
     def flush(self) -> None:
+        """Append each bucket's pending rows as one record (the parts written one after the other,
+        never concatenated in memory)."""
         for b in sorted(self._pending):
-            record = self._pending_record(b)
-            assert record is not None
-            index, batch = record
+            parts = self._pending[b]
+            rows = sum(len(index) for index, _ in parts)
+            segs = sum(len(batch.seg_ends) for _, batch in parts)
             with open(self._path(b), "ab") as f:
-                f.write(np.asarray([len(index), len(batch.seg_ends)], dtype="<i8").tobytes())
-                f.write(index.astype("<i8").tobytes())
-                f.write(batch.seg_counts.astype("<i4").tobytes())
-                f.write(batch.tokens.astype("<i4").tobytes())
-                f.write(batch.seg_ends.astype("<i4").tobytes())
+                f.write(raw(np.asarray([rows, segs]), "<i8"))
+                for index, _ in parts:
+                    f.write(raw(index, "<i8"))
+                for _, batch in parts:
+                    f.write(raw(batch.seg_counts, "<i4"))
+                for _, batch in parts:
+                    f.write(raw(batch.tokens, "<i4"))
+                for _, batch in parts:
+                    f.write(raw(batch.seg_ends, "<i4"))
         self._pending.clear()
         self._pending_bytes = 0
 
@@ -423,17 +436,44 @@ class RowSpool:
             del self._pending[b]
             yield record
 
+    def _bucket(self, b: int) -> tuple[np.ndarray, RowBatch]:
+        """All of bucket ``b`` (its records in order, then its rows not flushed yet), read
+        straight into arrays of its final size: one copy of every row, no concatenation."""
+        n, nseg = self._bucket_rows[b], self._bucket_segs[b]
+        index = np.empty(n, dtype="<i8")
+        counts = np.empty(n, dtype="<i4")
+        tokens = np.empty((n, self.L), dtype="<i4")
+        ends = np.empty(nseg, dtype="<i4")
+        r = s = 0
+        path = self._path(b)
+        if path.exists():
+            with open(path, "rb") as f:
+                while head := f.read(16):
+                    k, kseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
+                    for part in (index[r : r + k], counts[r : r + k], tokens[r : r + k], ends[s : s + kseg]):
+                        view = memoryview(part.reshape(-1).view(np.uint8))
+                        if f.readinto(view) != len(view):
+                            raise RuntimeError(f"{path}: the spool file is truncated (was the disk full?)")
+                    r, s = r + k, s + kseg
+        for idx, batch in self._pending.pop(b, []):
+            k, kseg = len(idx), len(batch.seg_ends)
+            index[r : r + k], counts[r : r + k] = idx, batch.seg_counts
+            tokens[r : r + k], ends[s : s + kseg] = batch.tokens, batch.seg_ends
+            self._pending_bytes -= batch.tokens.nbytes
+            r, s = r + k, s + kseg
+        if (r, s) != (n, nseg):
+            raise RuntimeError(f"{path}: the spool holds {r} rows, expected {n} (a bug: please report it)")
+        return index, RowBatch(tokens, ends, counts)
+
     def batches(self) -> Iterator[tuple[np.ndarray, RowBatch]]:
         """(stream indices, rows) in final order."""
         for b in range(self.buckets):
             if self.rng is None:
                 yield from self._records(b)
                 continue
-            parts = list(self._records(b))
-            if not parts:
+            if not self._bucket_rows[b]:
                 continue
-            index = np.concatenate([p[0] for p in parts])
-            batch = RowBatch.concat([p[1] for p in parts], self.L)
+            index, batch = self._bucket(b)
             perm = self.rng.permutation(len(index))
             for lo in range(0, len(perm), self.OUT_ROWS):
                 sel = perm[lo : lo + self.OUT_ROWS]
@@ -509,11 +549,11 @@ class Pack(GlobalStage):
             flat = np.concatenate(arrays)
             cuts = [d.meta_get("tokenize", {}).get("cuts", []) for d in docs]
             table = np.asarray([[len(a), len(c)] for a, c in zip(arrays, cuts, strict=True)], dtype="<i8")
-            self._spill(ctx, split, "tokens").write(flat.astype("<i4").tobytes())
-            self._spill(ctx, split, "docs").write(table.tobytes())
+            self._spill(ctx, split, "tokens").write(raw(flat, "<i4"))
+            self._spill(ctx, split, "docs").write(raw(table, "<i8"))
             if any(cuts):
                 flat_cuts = np.asarray([c for cs in cuts for c in cs], dtype="<i4")
-                self._spill(ctx, split, "cuts").write(flat_cuts.tobytes())
+                self._spill(ctx, split, "cuts").write(raw(flat_cuts, "<i4"))
             meta = self._meta[split]
             meta["documents"] += len(docs)
             meta["doc_tokens"] += len(flat)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from dataprep.formats.mindrecord import MindRecordFile, move_into_place, staging_dir
-from dataprep.formats.rows import RowBatch
+from dataprep.formats.rows import RowBatch, raw
 from dataprep.formats.shardplan import PlannedFiles
 from dataprep.io import file_sha256
 from dataprep.stage import ShardWriter, register
@@ -163,9 +163,9 @@ class MindRecordShardWriter(ShardWriter, PlannedFiles):
     @staticmethod
     def _emit(handle: Any, batch: RowBatch) -> None:
         files = handle["files"]
-        files["tokens"].write(batch.tokens.astype("<i4", copy=False).tobytes())
-        files["counts"].write(batch.seg_counts.astype("<i4", copy=False).tobytes())
-        files["ends"].write(batch.seg_ends.astype("<i4", copy=False).tobytes())
+        files["tokens"].write(raw(batch.tokens, "<i4"))
+        files["counts"].write(raw(batch.seg_counts, "<i4"))
+        files["ends"].write(raw(batch.seg_ends, "<i4"))
         handle["job"]["batches"].append(len(batch))
         handle["job"]["tokens"] += int(batch.real_tokens.sum())
 

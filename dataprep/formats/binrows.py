@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from dataprep.formats.rows import raw
+
 DTYPES = {"int32": np.dtype("<i4"), "uint16": np.dtype("<u2")}
 
 
@@ -33,7 +35,7 @@ class BinRowsWriter:
     def write(self, rows: np.ndarray) -> None:
         if rows.ndim != 2 or rows.shape[1] != self.row_length:
             raise ValueError(f"rows must have shape (n, {self.row_length}), got {rows.shape}")
-        data = np.ascontiguousarray(rows, dtype=self.dtype).tobytes()
+        data = raw(rows, self.dtype.str)
         self._f.write(data)
         self._sha.update(data)
         self.rows += rows.shape[0]

@@ -84,6 +84,12 @@ class RowBatch:
         )
 
 
+def raw(values: np.ndarray, dtype: str) -> memoryview:
+    """The bytes of ``values`` as ``dtype`` (e.g. "<i4"), for a file's ``write`` or a hash's
+    ``update``: a view without copying when they already have that type and are contiguous."""
+    return memoryview(np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint8))
+
+
 def loss_mask_from_boundaries(actual_seq_len: np.ndarray, row_length: int) -> np.ndarray:
     """int32 [row_length]: 1 for the row's real tokens, 0 for its padding."""
     real = int(actual_seq_len[-1]) if len(actual_seq_len) else 0

@@ -234,3 +234,13 @@ def test_validation_split_is_a_stable_fraction_of_ids():
     assert 0.09 < share < 0.11
     assert [split_of(i, 0.1) for i in ids[:50]] == [split_of(i, 0.1) for i in ids[:50]]
     assert all(split_of(i, 0.0) == "train" for i in ids[:100])
+
+
+def test_a_truncated_spool_file_is_an_error_not_short_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(RowSpool, "FLUSH_BYTES", 1)  # every add is flushed to disk
+    spool = RowSpool(tmp_path / "s", 3, 2, np.random.default_rng(0))
+    spool.add(RowBatch(np.ones((50, 3), np.int32), np.full(50, 3, np.int32), np.ones(50, np.int32)))
+    bucket = sorted((tmp_path / "s").iterdir())[0]
+    bucket.write_bytes(bucket.read_bytes()[:-5])
+    with pytest.raises(RuntimeError, match="truncated"):
+        list(spool.batches())

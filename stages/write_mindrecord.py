@@ -1,14 +1,15 @@
 """Shard writer for MindRecord: shards/mindrecord/<split>-NNNNN.mindrecord (+ .db), one standalone
 file per shard, cut by the shard plan so files line up with the .bin files row for row.
 
-The rows of each file are first spilled as raw arrays (tokens, boundaries) with the sizes of the
-batches they came in. When the run has a worker pool, each file is converted into its MindRecord
-file on a worker as soon as it is complete (:meth:`ShardWriter.run_in_background`), while the
-driver goes on writing the next files, and MindSpore (a ~3 s import, started ahead by ``warm_up``)
-is loaded by the workers, never by the driver; without one, ``close`` converts the spills in calls
-of consecutive files worth at least JOB_BYTES of rows. A
-MindRecord file's bytes depend on how its rows were cut into ``write_raw_data`` calls: the
-conversion replays the same batches, so files are byte-identical to writing the rows directly.
+The rows of each file are first spilled as raw arrays (tokens in the shards' token type, e.g.
+uint16, and boundaries) with the sizes of the batches they came in. When the run has a worker
+pool, each file is converted into its MindRecord file on a worker as soon as it is complete
+(:meth:`ShardWriter.run_in_background`), while the driver goes on writing the next files, and
+MindSpore (a ~3 s import, started ahead by ``warm_up``) is loaded by the workers, never by the
+driver; without one, ``close`` converts the spills in calls of consecutive files worth at least
+JOB_BYTES of rows. A MindRecord file's bytes depend on how its rows were cut into
+``write_raw_data`` calls: the conversion replays the same batches, so files are byte-identical to
+writing the rows directly.
 
 Everything is written into shards/.mindrecord.staging and the directory is moved into place whole
 once every file is committed (MindRecord headers store bare file names: files must never be
@@ -38,7 +39,7 @@ JOB_BYTES = 256 << 20  # rows (int32) per conversion call at least: each call im
 
 
 def _spill_path(path: Path, part: str) -> Path:
-    return path.with_name(f".{path.name}.{part}.i32")
+    return path.with_name(f".{path.name}.{part}.spill")
 
 
 _FAST_EXIT = False
@@ -99,7 +100,7 @@ def convert_file(job: dict[str, Any]) -> dict[str, Any]:
         for n in job["batches"]:
             seg_counts = np.fromfile(counts, dtype="<i4", count=n)
             batch = RowBatch(
-                np.fromfile(tokens, dtype="<i4", count=n * row_length).reshape(n, row_length),
+                np.fromfile(tokens, dtype=job["token_dtype"], count=n * row_length).reshape(n, row_length),
                 np.fromfile(ends, dtype="<i4", count=int(seg_counts.sum())),
                 seg_counts,
             )
@@ -149,6 +150,8 @@ class MindRecordShardWriter(ShardWriter, PlannedFiles):
             "split": split,
             "row_length": self.meta["row_length"],
             "with_loss_mask": self.meta["with_loss_mask"],
+            # the shards' token type: every id fits (pack checks), and uint16 halves the spill
+            "token_dtype": "<u2" if self.meta.get("dtype") == "uint16" else "<i4",
             "batches": [],
             "tokens": 0,
         }
@@ -163,7 +166,7 @@ class MindRecordShardWriter(ShardWriter, PlannedFiles):
     @staticmethod
     def _emit(handle: Any, batch: RowBatch) -> None:
         files = handle["files"]
-        files["tokens"].write(raw(batch.tokens, "<i4"))
+        files["tokens"].write(raw(batch.tokens, handle["job"]["token_dtype"]))
         files["counts"].write(raw(batch.seg_counts, "<i4"))
         files["ends"].write(raw(batch.seg_ends, "<i4"))
         handle["job"]["batches"].append(len(batch))

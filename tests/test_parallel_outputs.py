@@ -36,15 +36,17 @@ def test_group_jobs_keeps_order_and_a_minimum_size() -> None:
     assert wm.group_jobs([], 10) == []
 
 
-@pytest.mark.parametrize("with_loss_mask", [False, True])
+@pytest.mark.parametrize(("with_loss_mask", "dtype"), [(False, "int32"), (True, "int32"), (False, "uint16")])
 def test_mindrecord_from_spills_in_workers_equals_direct_writing(
-    tmp_path: Path, with_loss_mask: bool
+    tmp_path: Path, with_loss_mask: bool, dtype: str
 ) -> None:
     rng = np.random.default_rng(7)
     length = 33
     batches = [_rows(rng, n, length) for n in (700, 1500, 3, 900, 1200)]
+    if dtype == "uint16":  # ids up to 65535 survive the uint16 spill
+        batches[0].tokens[0, :3] = [65535, 0, 40000]
     plan = {"train": [1800, 1303], "validation": [200]}
-    meta = {"plan": plan, "row_length": length, "with_loss_mask": with_loss_mask}
+    meta = {"plan": plan, "row_length": length, "with_loss_mask": with_loss_mask, "dtype": dtype}
     writer = wm.MindRecordShardWriter(None, tmp_path / "spilled", meta)
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(2, mp_context=ctx) as pool:

@@ -22,6 +22,7 @@ SAMPLE = BENCH.parent / "sample_corpus"
 # (script, arguments); {name} is a corpus file of DIR (or its stand-in from sample_corpus/)
 BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench_read.py", ["{zh_poetry.jsonl.gz}"]),
+    ("bench_plan.py", ["{zh_poetry.jsonl.gz}"]),
     ("bench_cleaning.py", ["{zh_mixed.jsonl.gz}", "{en_mail.jsonl.gz}"]),
     ("bench_dedup_signatures.py", ["{zh_mixed.jsonl.gz}", "{en_mail.jsonl.gz}"]),
     (

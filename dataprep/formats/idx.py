@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dataprep.formats.rows import RowBatch
+from dataprep.formats.rows import RowBatch, raw
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -60,7 +60,7 @@ class IdxWriter:
             k: self.path.with_name(f".{self.path.name}.{k}.{tag}") for k in ("sizes", "ptrs", "docs")
         }
         self._files = {k: open(p, "wb") for k, p in self._tmp.items()}  # noqa: SIM115 (closed in close)
-        self._files["docs"].write(np.zeros(1, dtype="<i8").tobytes())
+        self._files["docs"].write(raw(np.zeros(1), "<i8"))
 
     def add(self, batch: RowBatch) -> None:
         n = len(batch)
@@ -74,9 +74,9 @@ class IdxWriter:
             starts[off[:-1]] = 0  # each row's first piece starts at 0
         row_of = np.repeat(np.arange(self.rows, self.rows + n, dtype=np.int64), batch.seg_counts)
         pointers = (row_of * self.row_length + starts) * self.itemsize
-        self._files["sizes"].write((ends - starts).astype("<i4").tobytes())
-        self._files["ptrs"].write(pointers.astype("<i8").tobytes())
-        self._files["docs"].write((self.sequences + off[1:]).astype("<i8").tobytes())
+        self._files["sizes"].write(raw(ends - starts, "<i4"))
+        self._files["ptrs"].write(raw(pointers, "<i8"))
+        self._files["docs"].write(raw(self.sequences + off[1:], "<i8"))
         self.rows += n
         self.sequences += int(off[-1])
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dataprep.formats.manifest import load_manifest
-from dataprep.formats.rows import RowBatch
+from dataprep.formats.rows import RowBatch, raw
 from dataprep.io import file_sha256
 
 MAX_REPORTED = 50
@@ -107,9 +107,9 @@ class StreamDigest:
 
     def update(self, batch: RowBatch) -> None:
         self.rows += len(batch)
-        self.tokens.update(batch.tokens.astype("<i4").tobytes())
-        self.bounds.update(batch.seg_counts.astype("<i4").tobytes())
-        self.bounds.update(batch.seg_ends.astype("<i4").tobytes())
+        self.tokens.update(raw(batch.tokens, "<i4"))
+        self.bounds.update(raw(batch.seg_counts, "<i4"))
+        self.bounds.update(raw(batch.seg_ends, "<i4"))
 
 
 def verify(path: str | Path, progress: bool = False) -> list[str]:

@@ -178,7 +178,8 @@ def make_plan(
     workers: planning reads every uncompressed file to find line starts, which on hundreds of GB
     takes minutes on one core); with ``hash_files`` the same job records each file's sha256 in
     ``Plan.sha256``. Notes and counts are applied in file order, so the plan and report do not
-    depend on the workers.
+    depend on the workers. Compressed files to cut into chunks (below) are decompressed one job
+    per file through ``parallel_map`` as well.
 
     When the plan has fewer than ``input.min_tasks`` tasks, splits are cut finer (down to 1 MiB) so
     that every worker gets work; a compressed file cannot be cut, so, given ``scratch``, each
@@ -227,7 +228,7 @@ def make_plan(
                 for split in reader.plan(f.path, f.rel, dataclasses.replace(rp, split_bytes=finer))
             ]
         if scratch is not None:
-            tasks = _chunk_compressed(tasks, recipe, finer, scratch, report)
+            tasks = _chunk_compressed(tasks, recipe, finer, scratch, report, parallel_map or _map)
     return Plan(files, tasks, notes, sha256)
 
 
@@ -235,20 +236,40 @@ def _map(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
     return [fn(x) for x in items]
 
 
+def _decompress_job(job: tuple[str, Path, int]) -> tuple[list[tuple[Path, int, int]], str]:
+    """:func:`decompress_chunks` of one file (module level: runs on a worker)."""
+    return decompress_chunks(*job)
+
+
 def _chunk_compressed(
-    tasks: list[InputSplit], recipe: Recipe, chunk_bytes: int, scratch: Path, report: ReadReport
+    tasks: list[InputSplit],
+    recipe: Recipe,
+    chunk_bytes: int,
+    scratch: Path,
+    report: ReadReport,
+    parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]],
 ) -> list[InputSplit]:
+    """Each compressed line file worth more than a quarter chunk decompressed into line-aligned
+    chunks under ``scratch``, one file per job of ``parallel_map``; read errors are reported in
+    task order."""
+
+    def chunked(t: InputSplit) -> bool:
+        reader = registry.get(t.reader)
+        return (
+            compression_of(t.path) is not None
+            and t.nbytes > chunk_bytes // 4
+            and reader.chunkable(recipe.reader_params(reader))
+        )
+
+    todo = [k for k, t in enumerate(tasks) if chunked(t)]
+    jobs = [(tasks[k].path, scratch / f"{k:05d}", chunk_bytes) for k in todo]
+    done = dict(zip(todo, parallel_map(_decompress_job, jobs), strict=True))
     out: list[InputSplit] = []
     for k, t in enumerate(tasks):
-        reader = registry.get(t.reader)
-        if (
-            compression_of(t.path) is None
-            or t.nbytes <= chunk_bytes // 4
-            or not reader.chunkable(recipe.reader_params(reader))
-        ):
+        if k not in done:
             out.append(t)
             continue
-        chunks, error = decompress_chunks(t.path, scratch / f"{k:05d}", chunk_bytes)
+        chunks, error = done[k]
         if error:
             report.file_error("read_error", f"{t.rel}:{chunks[-1][1] if chunks else 1}", error)
         total = sum(n for _, _, n in chunks) or 1

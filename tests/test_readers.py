@@ -209,3 +209,31 @@ def test_files_are_planned_and_hashed_through_the_parallel_map_as_one_job_each(t
     assert [n["kind"] for n in pooled.file_notes] == ["binary_file", "empty_file", "unsupported"]
     assert pooled.sha256 == {f.rel: hashlib.sha256(Path(f.path).read_bytes()).hexdigest() for f in files}
     assert make_plan(files, recipe, ReadReport(StageStats(), "skip")).sha256 == {}  # only when asked
+
+
+def test_compressed_files_are_chunked_one_job_each_through_the_parallel_map(tmp_path: Path) -> None:
+    import multiprocessing as mp
+    import random
+
+    rng = random.Random(1)
+    (tmp_path / "in").mkdir()
+    for name in ("a", "b"):
+        rows = [{"text": "".join(rng.choices("天地玄黄宇宙洪荒abc ", k=300))} for _ in range(2000)]
+        write_gz(tmp_path / "in" / f"{name}.jsonl.gz", jsonl_bytes(rows))
+    files = expand_inputs([str(tmp_path / "in")])
+    recipe = parse_recipe(recipe_with(split_bytes=1 << 16), "test")
+    calls: list[int] = []
+
+    def pool_map(fn, items):
+        calls.append(len(items))
+        with mp.get_context("spawn").Pool(2) as pool:
+            return pool.map(fn, items)
+
+    def chunks(plan) -> list[tuple]:
+        return [(t.rel, t.first_line, t.nbytes, Path(t.path).read_bytes()) for t in plan.tasks]
+
+    report = ReadReport(StageStats(), "skip")
+    serial = make_plan(files, recipe, report, tmp_path / "s1")
+    pooled = make_plan(files, recipe, report, tmp_path / "s2", parallel_map=pool_map)
+    assert calls == [2, 2]  # one planning job and one decompression job per file
+    assert len(pooled.tasks) > 4 and chunks(pooled) == chunks(serial)

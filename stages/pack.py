@@ -361,6 +361,7 @@ class RowSpool:
         self._pending_bytes = 0
         self._bucket_rows = [0] * self.buckets  # rows and boundary values added to each bucket
         self._bucket_segs = [0] * self.buckets
+        self._buffers: tuple[np.ndarray, ...] | None = None  # reused by _bucket
 
     def _path(self, b: int) -> Path:
         return self.dir / f"bucket{b:05d}.rows"
@@ -438,12 +439,19 @@ class RowSpool:
 
     def _bucket(self, b: int) -> tuple[np.ndarray, RowBatch]:
         """All of bucket ``b`` (its records in order, then its rows not flushed yet), read
-        straight into arrays of its final size: one copy of every row, no concatenation."""
+        straight into buffers sized once for the largest bucket: one copy of every row, no
+        concatenation, and no fresh memory to fault in per bucket. The arrays returned are views
+        of those buffers, valid until the next call (``batches`` yields copies of their rows)."""
         n, nseg = self._bucket_rows[b], self._bucket_segs[b]
-        index = np.empty(n, dtype="<i8")
-        counts = np.empty(n, dtype="<i4")
-        tokens = np.empty((n, self.L), dtype="<i4")
-        ends = np.empty(nseg, dtype="<i4")
+        if self._buffers is None:  # sized for the largest bucket once: memory already touched
+            rows, segs = max(self._bucket_rows), max(self._bucket_segs)
+            self._buffers = (
+                np.empty(rows, dtype="<i8"),
+                np.empty(rows, dtype="<i4"),
+                np.empty((rows, self.L), dtype="<i4"),
+                np.empty(segs, dtype="<i4"),
+            )
+        index, counts, tokens, ends = (a[: (nseg if a is self._buffers[3] else n)] for a in self._buffers)
         r = s = 0
         path = self._path(b)
         if path.exists():
@@ -480,6 +488,7 @@ class RowSpool:
                 yield index[sel], batch.select(sel)
 
     def remove(self) -> None:
+        self._buffers = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -451,7 +451,8 @@ class RowSpool:
                 np.empty((rows, self.L), dtype="<i4"),
                 np.empty(segs, dtype="<i4"),
             )
-        index, counts, tokens, ends = (a[: (nseg if a is self._buffers[3] else n)] for a in self._buffers)
+        index_buf, counts_buf, tokens_buf, ends_buf = self._buffers
+        index, counts, tokens, ends = index_buf[:n], counts_buf[:n], tokens_buf[:n], ends_buf[:nseg]
         r = s = 0
         path = self._path(b)
         if path.exists():

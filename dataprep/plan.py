@@ -164,6 +164,12 @@ def _scan_file(job: tuple[InputFile, str | None, Any, bool]) -> dict[str, Any]:
     return out
 
 
+def _split_file(job: tuple[InputFile, str, Any]) -> list[InputSplit]:
+    """One readable file's splits at its reader parameters' split_bytes (runs on a worker)."""
+    f, reader_name, reader_params = job
+    return registry.get(reader_name).plan(f.path, f.rel, reader_params)
+
+
 def make_plan(
     files: list[InputFile],
     recipe: Recipe,
@@ -178,8 +184,8 @@ def make_plan(
     workers: planning reads every uncompressed file to find line starts, which on hundreds of GB
     takes minutes on one core); with ``hash_files`` the same job records each file's sha256 in
     ``Plan.sha256``. Notes and counts are applied in file order, so the plan and report do not
-    depend on the workers. Compressed files to cut into chunks (below) are decompressed one job
-    per file through ``parallel_map`` as well.
+    depend on the workers. A finer cut and the compressed files to cut into chunks (below) go
+    one job per file through ``parallel_map`` as well.
 
     When the plan has fewer than ``input.min_tasks`` tasks, splits are cut finer (down to 1 MiB) so
     that every worker gets work; a compressed file cannot be cut, so, given ``scratch``, each
@@ -198,7 +204,7 @@ def make_plan(
             rp = dataclasses.replace(recipe.reader_params(reader), split_bytes=params.split_bytes)
         jobs.append((f, None if reader is None else reader.name, rp, hash_files))
     scans = (parallel_map or _map)(_scan_file, jobs)
-    readable: list[tuple[InputFile, type[registry.Reader], Any]] = []
+    readable: list[tuple[InputFile, str, Any]] = []  # (file, reader name, reader parameters)
     notes: list[dict[str, str]] = []
     tasks: list[InputSplit] = []
     for (f, reader_name, rp, _), scan in zip(jobs, scans, strict=True):
@@ -213,7 +219,7 @@ def make_plan(
             report.file_error(kind, f.rel, message)
         else:
             report.stats.count("files.read")
-            readable.append((f, registry.get(reader_name), rp))
+            readable.append((f, reader_name, rp))
             tasks += scan["splits"]
     sha256 = {f.rel: scan["sha256"] for f, scan in zip(files, scans, strict=True)} if hash_files else {}
     if len(tasks) < params.min_tasks:
@@ -222,11 +228,8 @@ def make_plan(
             params.split_bytes, max(sum(t.nbytes for t in tasks) // params.min_tasks, MIN_SPLIT_BYTES)
         )
         if finer < params.split_bytes:
-            tasks = [
-                split
-                for f, reader, rp in readable
-                for split in reader.plan(f.path, f.rel, dataclasses.replace(rp, split_bytes=finer))
-            ]
+            jobs = [(f, name, dataclasses.replace(rp, split_bytes=finer)) for f, name, rp in readable]
+            tasks = [split for splits in (parallel_map or _map)(_split_file, jobs) for split in splits]
         if scratch is not None:
             tasks = _chunk_compressed(tasks, recipe, finer, scratch, report, parallel_map or _map)
     return Plan(files, tasks, notes, sha256)

@@ -177,6 +177,16 @@ def test_small_corpus_is_cut_finer_so_every_worker_gets_work(tmp_path: Path) -> 
     assert sum(t.end - t.start for t in plan.tasks) == size
     off = parse_recipe(recipe_with(min_tasks=0), "test")
     assert len(make_plan(expand_inputs([str(path)]), off, ReadReport(StageStats(), "skip")).tasks) == 1
+    calls: list[str] = []
+
+    def recording_map(fn, items):  # the finer cut goes through the executor's map too
+        calls.append(fn.__name__)
+        return [fn(x) for x in items]
+
+    mapped = make_plan(
+        expand_inputs([str(path)]), default, ReadReport(StageStats(), "skip"), parallel_map=recording_map
+    )
+    assert calls == ["_scan_file", "_split_file"] and mapped.tasks == plan.tasks
 
 
 def test_files_are_planned_and_hashed_through_the_parallel_map_as_one_job_each(tmp_path: Path) -> None:

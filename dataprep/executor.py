@@ -159,21 +159,6 @@ class _WorkerState:
 _STATE: dict[str, _WorkerState] = {}
 
 
-@contextlib.contextmanager
-def _single_threaded_encoders() -> Iterator[None]:
-    """Within the block, tokenizers encode with one thread (TOKENIZERS_PARALLELISM=false), as in
-    pool workers (:func:`worker_env.init_pool_worker`); the variable is restored afterwards."""
-    saved = os.environ.get("TOKENIZERS_PARALLELISM")
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["TOKENIZERS_PARALLELISM"]
-        else:
-            os.environ["TOKENIZERS_PARALLELISM"] = saved
-
-
 def _state(run: RunDir) -> _WorkerState:
     key = str(run.out)
     state = _STATE.get(key)
@@ -461,7 +446,7 @@ class LocalExecutor:
 
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         if self.workers == 1 or len(task_indices) <= 1:
-            with _single_threaded_encoders():  # like a pool worker: one worker, one CPU
+            with worker_env.single_threaded_encoders():  # like a pool worker: one worker, one CPU
                 for t in task_indices:
                     run_task(str(out), pass_index, t, bar.update)
             return

@@ -11,8 +11,10 @@ to run :func:`init_pool_worker` before any task brings numpy in.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -25,6 +27,23 @@ def one_thread_per_worker() -> None:
     """Give libraries one thread in this process (unless the variable is set already)."""
     for name, value in ONE_THREAD.items():
         os.environ.setdefault(name, value)
+
+
+@contextlib.contextmanager
+def single_threaded_encoders() -> Iterator[None]:
+    """Within the block, tokenizers encode with one thread, as in pool workers: for a run whose
+    tasks run in this process (one worker). Only the tokenizer variable can still take effect
+    here (numpy is loaded already); it is restored afterwards."""
+    name = "TOKENIZERS_PARALLELISM"
+    saved = os.environ.get(name)
+    os.environ[name] = ONE_THREAD[name]
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
 
 
 def init_pool_worker(queue: Any) -> None:

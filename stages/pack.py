@@ -424,18 +424,32 @@ class RowSpool:
         path = self._path(b)
         if path.exists():
             with open(path, "rb") as f:
-                while head := f.read(16):
-                    n, nseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
-                    index = np.fromfile(f, dtype="<i8", count=n)
-                    counts = np.fromfile(f, dtype="<i4", count=n)
-                    tokens = np.fromfile(f, dtype="<i4", count=n * self.L).reshape(n, self.L)
-                    ends = np.fromfile(f, dtype="<i4", count=nseg)
+                for n, nseg in self._headers(f):
+                    index, counts = np.empty(n, dtype="<i8"), np.empty(n, dtype="<i4")
+                    tokens, ends = np.empty((n, self.L), dtype="<i4"), np.empty(nseg, dtype="<i4")
+                    self._read_sections(f, path, (index, counts, tokens, ends))
                     yield index, RowBatch(tokens, ends, counts)
         record = self._pending_record(b)
         if record is not None:
             self._pending_bytes -= record[1].tokens.nbytes
             del self._pending[b]
             yield record
+
+    @staticmethod
+    def _headers(f: Any) -> Iterator[tuple[int, int]]:
+        """(rows, boundary values) of each record of an open bucket file, before its sections."""
+        while head := f.read(16):
+            n, nseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
+            yield n, nseg
+
+    @staticmethod
+    def _read_sections(f: Any, path: Path, sections: tuple[np.ndarray, ...]) -> None:
+        """Fill one record's arrays from ``f``, in the order ``flush`` writes them (index, counts,
+        tokens, boundaries)."""
+        for part in sections:
+            view = memoryview(part.reshape(-1).view(np.uint8))
+            if f.readinto(view) != len(view):
+                raise RuntimeError(f"{path}: the spool file is truncated (was the disk full?)")
 
     def _bucket(self, b: int) -> tuple[np.ndarray, RowBatch]:
         """All of bucket ``b`` (its records in order, then its rows not flushed yet), read
@@ -457,12 +471,9 @@ class RowSpool:
         path = self._path(b)
         if path.exists():
             with open(path, "rb") as f:
-                while head := f.read(16):
-                    k, kseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
-                    for part in (index[r : r + k], counts[r : r + k], tokens[r : r + k], ends[s : s + kseg]):
-                        view = memoryview(part.reshape(-1).view(np.uint8))
-                        if f.readinto(view) != len(view):
-                            raise RuntimeError(f"{path}: the spool file is truncated (was the disk full?)")
+                for k, kseg in self._headers(f):
+                    sections = (index[r : r + k], counts[r : r + k], tokens[r : r + k], ends[s : s + kseg])
+                    self._read_sections(f, path, sections)
                     r, s = r + k, s + kseg
         for idx, batch in self._pending.pop(b, []):
             k, kseg = len(idx), len(batch.seg_ends)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,15 @@ SPM_MAX_SENTENCE_BYTES = 1 << 14
 SPM_MIN_COVERAGE = 0.98  # the lowest character_coverage SentencePiece accepts
 
 
-def text_hash(text: str) -> int:
+def utf8_hash() -> Callable[[bytes], int]:
+    """The sample's hash of a text's UTF-8 bytes (64-bit xxh3), as a function to keep at hand."""
     import xxhash
 
-    return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
+    return xxhash.xxh3_64_intdigest
+
+
+def text_hash(text: str) -> int:
+    return utf8_hash()(text.encode("utf-8"))
 
 
 class TextSample:
@@ -43,10 +48,8 @@ class TextSample:
     """
 
     def __init__(self, budget: int):
-        import xxhash
-
         self.budget = budget
-        self._hash = xxhash.xxh3_64_intdigest
+        self._hash = utf8_hash()
         self._heap: list[tuple[int, str, int]] = []  # (-hash, text, UTF-8 bytes): largest hash on top
         self.nbytes = 0
         self.seen_docs = 0
@@ -57,7 +60,7 @@ class TextSample:
         size = len(data)
         self.seen_docs += 1
         self.seen_bytes += size
-        key = -(self._hash(data) if h is None else h)  # text_hash(text)
+        key = -(self._hash(data) if h is None else h)
         heap = self._heap
         if self.nbytes >= self.budget and heap and key <= heap[0][0]:
             return  # hash larger than everything kept and the budget is full

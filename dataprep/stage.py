@@ -358,18 +358,18 @@ class ReadReport:
 
 
 class ShardWriter:
-    """Writes packed rows into one shard format.
+    """Writes packed rows into one shard format: one file (plus any index) per planned shard file.
 
-    Created with the output directory and the run's shard metadata (row_length, dtype, and
-    ``plan``: rows per file for each split); ``write`` takes row batches
-    (:class:`dataprep.formats.rows.RowBatch`: tokens [rows, seq_length + 1] plus each row's
-    actual_seq_len) in final order; ``close`` returns manifest entries for the files it wrote.
-    ``parallel_map`` is set by the stage that drives the writer when the run has workers: a
-    writer may spread work that does not need the row order (e.g. one call per file) with
-    :meth:`run_parallel`; ``warm_up`` (a module-level function of one ignored argument, e.g. a
-    slow import) is then started on the workers before the rows come. ``background`` (set with
-    it when the run has a worker pool: ``fn(arg)`` started on a worker, returning a future) lets
-    a writer start such work while rows are still coming (:meth:`run_in_background`).
+    Built with the shards directory and the run's shard metadata (row_length, dtype,
+    with_loss_mask, and ``plan``: rows per file for each split), in the driver and again in
+    whichever process writes a file, so building one has no side effects. ``prepare`` (driver,
+    once, before any file) sets up directories. Then, for each file, in any process and in any
+    order among files: ``open_file(split, k)`` returns a handle, ``write(handle, rows)`` takes
+    :class:`dataprep.formats.rows.RowBatch` es (tokens [rows, row_length] plus each row's
+    actual_seq_len) in the file's row order, and ``close_file(handle)`` returns the file's
+    manifest entry. ``commit`` (driver, once every file is closed) e.g. moves a staging directory
+    into place. ``warm_up`` (a module-level function of one ignored argument, e.g. a slow import)
+    is started on the workers while the driver packs.
     """
 
     name: ClassVar[str] = ""
@@ -381,26 +381,21 @@ class ShardWriter:
         self.params = params
         self.out_dir = out_dir
         self.meta = meta
-        self.parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
-        self.background: Callable[[Callable[[Any], Any], Any], Any] | None = None
 
-    def run_in_background(self, fn: Callable[[Any], Any], arg: Any) -> Any:
-        """Start fn(arg) on a worker and return its future (``.result()``); None when the run has
-        no worker pool (the caller then does the work itself, e.g. in ``close``)."""
-        return None if self.background is None else self.background(fn, arg)
+    def prepare(self) -> None:
+        """Driver, before any file is opened."""
 
-    def run_parallel(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        """[fn(x) for x in items], on the run's workers when ``parallel_map`` is set (fn must be a
-        module-level function); results in item order."""
-        if self.parallel_map is None:
-            return [fn(x) for x in items]
-        return self.parallel_map(fn, items)
-
-    def write(self, rows: Any, split: str) -> None:
+    def open_file(self, split: str, k: int) -> Any:
         raise NotImplementedError
 
-    def close(self) -> list[dict[str, Any]]:
+    def write(self, handle: Any, rows: Any) -> None:
         raise NotImplementedError
+
+    def close_file(self, handle: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        """Driver, once every file is closed."""
 
 
 # ---------------------------------------------------------------------------------------------

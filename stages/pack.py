@@ -31,6 +31,7 @@ import math
 import os
 import shutil
 import sys
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ import numpy as np
 from dataprep import stage as registry
 from dataprep.document import Document
 from dataprep.formats.rows import RowBatch, raw
+from dataprep.formats.rowspool import COUNTS, RowSpool, ScatterJob, scatter_bucket
+from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, shard_plan, write_shard_file
 from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, param, register
 
 SPLITS = ("train", "validation")
@@ -331,190 +334,96 @@ def make_packer(params: PackParams, eos: int, pad: int) -> ConcatPacker | PadPac
     return BestFitPacker(L, eos, pad, params.long_docs, params.bestfit_window_rows)
 
 
-# ---------------------------------------------------------------------------------------------
-# Bounded-memory row shuffle: scatter rows into buckets on disk, then permute each bucket.
+class _Done:
+    """The result of work done in this process, with a future's ``result()``."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
 
 
-class RowSpool:
-    """Rows on disk between packing and writing, with their stream index.
+def _submit(ctx: DriverContext, fn: Callable[[Any], Any], arg: Any) -> Any:
+    """fn(arg) started on a worker (a future), or done here when the run has no worker process."""
+    future = ctx.start(fn, arg)
+    return _Done(fn(arg)) if future is None else future
 
-    With ``rng`` each row goes to a uniformly random bucket and ``batches()`` yields every bucket
-    permuted (a uniform random permutation of all rows; memory = one bucket). Without, one
-    bucket is replayed in stream order, a record at a time. A record is what one ``flush`` wrote
-    of a bucket; rows not flushed yet (under FLUSH_BYTES in all) are served from memory as the
-    record the next flush would have written, so small spools never touch the disk.
-    """
 
-    FLUSH_BYTES = 32 << 20
-    OUT_ROWS = 4096
-
-    def __init__(self, directory: Path, row_length: int, buckets: int, rng: np.random.Generator | None):
-        self.dir = directory
-        if directory.exists():
-            shutil.rmtree(directory)
-        directory.mkdir(parents=True)
-        self.L = row_length
-        self.buckets = buckets if rng is not None else 1
-        self.rng = rng
-        self.rows = 0
-        self._pending: dict[int, list[tuple[np.ndarray, RowBatch]]] = {}
-        self._pending_bytes = 0
-        self._bucket_rows = [0] * self.buckets  # rows and boundary values added to each bucket
-        self._bucket_segs = [0] * self.buckets
-        self._buffers: tuple[np.ndarray, ...] | None = None  # reused by _bucket
-
-    def _path(self, b: int) -> Path:
-        return self.dir / f"bucket{b:05d}.rows"
-
-    def add(self, batch: RowBatch) -> None:
-        n = len(batch)
-        if n == 0:
-            return
-        index = np.arange(self.rows, self.rows + n, dtype=np.int64)
-        self.rows += n
-        if self.rng is None or self.buckets == 1:
-            self._pending.setdefault(0, []).append((index, batch))
-            self._bucket_rows[0] += n
-            self._bucket_segs[0] += len(batch.seg_ends)
-        else:
-            which = self.rng.integers(0, self.buckets, size=n)
-            order = np.argsort(which, kind="stable")
-            bounds = np.searchsorted(which[order], np.arange(self.buckets + 1))
-            for b in range(self.buckets):
-                lo, hi = int(bounds[b]), int(bounds[b + 1])
-                if hi > lo:
-                    sel = order[lo:hi]
-                    part = batch.select(sel)
-                    self._pending.setdefault(b, []).append((index[sel], part))
-                    self._bucket_rows[b] += hi - lo
-                    self._bucket_segs[b] += len(part.seg_ends)
-        self._pending_bytes += batch.tokens.nbytes
-        if self._pending_bytes >= self.FLUSH_BYTES:
-            self.flush()
-
-    def _pending_record(self, b: int) -> tuple[np.ndarray, RowBatch] | None:
-        """Bucket ``b``'s rows not flushed yet, as one record (None when there are none)."""
-        parts = self._pending.get(b)
-        if not parts:
-            return None
-        return np.concatenate([p[0] for p in parts]), RowBatch.concat([p[1] for p in parts], self.L)
-
-    def flush(self) -> None:
-        """Append each bucket's pending rows as one record (the parts written one after the other,
-        never concatenated in memory)."""
-        for b in sorted(self._pending):
-            parts = self._pending[b]
-            rows = sum(len(index) for index, _ in parts)
-            segs = sum(len(batch.seg_ends) for _, batch in parts)
-            with open(self._path(b), "ab") as f:
-                f.write(raw(np.asarray([rows, segs]), "<i8"))
-                for index, _ in parts:
-                    f.write(raw(index, "<i8"))
-                for _, batch in parts:
-                    f.write(raw(batch.seg_counts, "<i4"))
-                for _, batch in parts:
-                    f.write(raw(batch.tokens, "<i4"))
-                for _, batch in parts:
-                    f.write(raw(batch.seg_ends, "<i4"))
-        self._pending.clear()
-        self._pending_bytes = 0
-
-    def _records(self, b: int) -> Iterator[tuple[np.ndarray, RowBatch]]:
-        """Bucket ``b``'s records in the order they were flushed, then its rows not flushed yet."""
-        path = self._path(b)
-        if path.exists():
-            with open(path, "rb") as f:
-                for n, nseg in self._headers(f):
-                    index, counts = np.empty(n, dtype="<i8"), np.empty(n, dtype="<i4")
-                    tokens, ends = np.empty((n, self.L), dtype="<i4"), np.empty(nseg, dtype="<i4")
-                    self._read_sections(f, path, (index, counts, tokens, ends))
-                    yield index, RowBatch(tokens, ends, counts)
-        record = self._pending_record(b)
-        if record is not None:
-            self._pending_bytes -= record[1].tokens.nbytes
-            del self._pending[b]
-            yield record
-
-    @staticmethod
-    def _headers(f: Any) -> Iterator[tuple[int, int]]:
-        """(rows, boundary values) of each record of an open bucket file, before its sections."""
-        while head := f.read(16):
-            n, nseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
-            yield n, nseg
-
-    @staticmethod
-    def _read_sections(f: Any, path: Path, sections: tuple[np.ndarray, ...]) -> None:
-        """Fill one record's arrays from ``f``, in the order ``flush`` writes them (index, counts,
-        tokens, boundaries)."""
-        for part in sections:
-            view = memoryview(part.reshape(-1).view(np.uint8))
-            if f.readinto(view) != len(view):
-                raise RuntimeError(f"{path}: the spool file is truncated (was the disk full?)")
-
-    def _bucket(self, b: int) -> tuple[np.ndarray, RowBatch]:
-        """All of bucket ``b`` (its records in order, then its rows not flushed yet), read
-        straight into buffers sized once for the largest bucket: one copy of every row, no
-        concatenation, and no fresh memory to fault in per bucket. The arrays returned are views
-        of those buffers, valid until the next call (``batches`` yields copies of their rows)."""
-        n, nseg = self._bucket_rows[b], self._bucket_segs[b]
-        if self._buffers is None:  # sized for the largest bucket once: memory already touched
-            rows, segs = max(self._bucket_rows), max(self._bucket_segs)
-            self._buffers = (
-                np.empty(rows, dtype="<i8"),
-                np.empty(rows, dtype="<i4"),
-                np.empty((rows, self.L), dtype="<i4"),
-                np.empty(segs, dtype="<i4"),
-            )
-        index_buf, counts_buf, tokens_buf, ends_buf = self._buffers
-        index, counts, tokens, ends = index_buf[:n], counts_buf[:n], tokens_buf[:n], ends_buf[:nseg]
-        r = s = 0
-        path = self._path(b)
-        if path.exists():
-            with open(path, "rb") as f:
-                for k, kseg in self._headers(f):
-                    sections = (index[r : r + k], counts[r : r + k], tokens[r : r + k], ends[s : s + kseg])
-                    self._read_sections(f, path, sections)
-                    r, s = r + k, s + kseg
-        for idx, batch in self._pending.pop(b, []):
-            k, kseg = len(idx), len(batch.seg_ends)
-            index[r : r + k], counts[r : r + k] = idx, batch.seg_counts
-            tokens[r : r + k], ends[s : s + kseg] = batch.tokens, batch.seg_ends
-            self._pending_bytes -= batch.tokens.nbytes
-            r, s = r + k, s + kseg
-        if (r, s) != (n, nseg):
-            raise RuntimeError(f"{path}: the spool holds {r} rows, expected {n} (a bug: please report it)")
-        return index, RowBatch(tokens, ends, counts)
-
-    def batches(self) -> Iterator[tuple[np.ndarray, RowBatch]]:
-        """(stream indices, rows) in final order."""
-        for b in range(self.buckets):
-            if self.rng is None:
-                yield from self._records(b)
+def _bucket_order(
+    spools: dict[str, RowSpool], rngs: dict[str, np.random.Generator | None], keep: dict[str, int]
+) -> Iterator[tuple[str, Any, int, np.ndarray | None]]:
+    """(split, bucket, first position of its kept rows in the split's final order, permutation or
+    None) for every non-empty bucket in final order; permutations are drawn as the jobs are
+    made, in bucket order, from the split's shuffle rng (after every bucket draw)."""
+    for split, spool in spools.items():
+        dropped = spool.dropped_per_bucket(spool.rows - keep[split])
+        start = 0
+        for b, bucket in enumerate(spool.buckets):
+            if not bucket.rows:
                 continue
-            if not self._bucket_rows[b]:
-                continue
-            index, batch = self._bucket(b)
-            perm = self.rng.permutation(len(index))
-            for lo in range(0, len(perm), self.OUT_ROWS):
-                sel = perm[lo : lo + self.OUT_ROWS]
-                yield index[sel], batch.select(sel)
-
-    def remove(self) -> None:
-        self._buffers = None
-        shutil.rmtree(self.dir, ignore_errors=True)
+            rng = rngs[split]
+            yield split, bucket, start, None if rng is None else rng.permutation(bucket.rows)
+            start += bucket.rows - int(dropped[b])
 
 
-# ---------------------------------------------------------------------------------------------
+def _scatter_and_write(
+    ctx: DriverContext,
+    jobs: Iterator[ScatterJob],
+    plan: dict[str, list[int]],
+    writers: list[str],
+    shard_dir: str,
+    meta: dict[str, Any],
+) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
+    """Run the scatter jobs (at most two per worker in flight: memory is one bucket each) and
+    start each file's job as soon as the buckets holding its rows are done. Returns the counts
+    written and dropped per split, and the manifest entries (writer by writer, files in plan
+    order)."""
+    from dataprep.progress import Progress
 
+    written = {split: dict.fromkeys(COUNTS, 0) for split in plan}
+    parts: dict[str, list[list[tuple[str, list[int]]]]] = {
+        s: [[] for _ in sizes] for s, sizes in plan.items()
+    }
+    file_ends = {split: np.cumsum(sizes) for split, sizes in plan.items()}
+    next_file = dict.fromkeys(plan, 0)
+    files: dict[tuple[str, int], Any] = {}
+    in_flight: deque[Any] = deque()
 
-def shard_plan(rows: int, files: int, equal: bool) -> tuple[list[int], int]:
-    """(rows per file, rows kept): equal files drop rows mod files; else sizes differ by <= 1."""
-    files = max(1, min(files, rows)) if rows else 1
-    if equal:
-        per = rows // files
-        return [per] * files, per * files
-    base, extra = divmod(rows, files)
-    return [base + (1 if i < extra else 0) for i in range(files)], rows
+    def start_ready_files(split: str) -> None:
+        k = next_file[split]
+        while k < len(plan[split]) and file_ends[split][k] <= written[split]["rows"]:
+            if plan[split][k]:
+                job = ShardFileJob(split, k, plan[split][k], parts[split][k], writers, shard_dir, meta)
+                files[split, k] = _submit(ctx, write_shard_file, job)
+            k += 1
+        next_file[split] = k
+
+    def collect_oldest(bar: Any) -> None:
+        result = in_flight.popleft().result()
+        split = result["split"]
+        for key, value in result["counts"].items():
+            written[split][key] += value
+        for k, path, batches in result["parts"]:
+            parts[split][k].append((path, batches))
+        bar.update(result["counts"]["rows"], 0)
+        start_ready_files(split)
+
+    total = sum(sum(sizes) for sizes in plan.values())
+    with Progress("shuffle and write rows", total_docs=total, quiet=ctx.quiet) as bar:
+        for job in jobs:
+            in_flight.append(_submit(ctx, scatter_bucket, job))
+            while len(in_flight) > 2 * max(1, ctx.workers):
+                collect_oldest(bar)
+        while in_flight:
+            collect_oldest(bar)
+    for split, sizes in plan.items():
+        if next_file[split] != len(sizes):
+            raise RuntimeError(f"{split}: rows for {next_file[split]} of {len(sizes)} files (a bug)")
+    in_plan_order = sorted(files, key=lambda key: (SPLITS.index(key[0]), key[1]))
+    results = [files[key].result() for key in in_plan_order]
+    entries = [r[w] for w in range(len(writers)) for r in results]
+    return written, entries
 
 
 def _log(msg: str) -> None:
@@ -662,16 +571,24 @@ class Pack(GlobalStage):
             for _ in range(ctx.workers):  # whichever worker writes
                 ctx.start(warm_up, None)
         # 1. pack every split into its spool (shuffle buckets)
+        token_dtype = TOKEN_DTYPES[dtype]
         spools: dict[str, RowSpool] = {}
         packers: dict[str, Any] = {}
+        rngs: dict[str, np.random.Generator | None] = {}
+        bucket_rows = max(1, (p.shuffle_buffer_mb << 20) // (3 * L * 4))
         for sid, split in enumerate(SPLITS):
             if totals[split]["documents"] == 0:
                 continue
             est_rows = (totals[split]["doc_tokens"] + totals[split]["documents"]) / L * 1.2 + 1
-            bucket_rows = max(1, (p.shuffle_buffer_mb << 20) // (3 * L * 4))
-            buckets = max(1, math.ceil(est_rows / bucket_rows))
-            rng = np.random.default_rng([ctx.seed, sid, 0]) if p.shuffle else None
-            spool = spools[split] = RowSpool(ctx.work_dir / f"spool-{split}", L, buckets, rng)
+            rng = rngs[split] = np.random.default_rng([ctx.seed, sid, 0]) if p.shuffle else None
+            spool = spools[split] = RowSpool(
+                ctx.work_dir / f"spool-{split}",
+                L,
+                token_dtype,
+                rng,
+                buckets=max(1, math.ceil(est_rows / bucket_rows)),
+                bucket_rows=bucket_rows,
+            )
             packer = packers[split] = make_packer(p, eos, pad)
             with Progress(f"pack {split}", total_docs=totals[split]["documents"], quiet=ctx.quiet) as bar:
                 for chunk in self._chunks(ctx.work_dir, ctx.task_ids, split):
@@ -680,7 +597,9 @@ class Pack(GlobalStage):
                     bar.update(len(chunk.lengths), 0)
                 for batch in packer.finish():
                     spool.add(batch)
-        # 2. shard plan, then write rows in final order through every writer
+            spool.close()
+        # 2. shard plan, then every bucket scattered into parts of the files (one job per bucket)
+        #    and every file written from its parts in every format (one job per file)
         plan: dict[str, list[int]] = {}
         keep: dict[str, int] = {}
         for split, spool in spools.items():
@@ -703,34 +622,23 @@ class Pack(GlobalStage):
         shutil.rmtree(shard_dir, ignore_errors=True)  # leftovers of an interrupted earlier decide
         writers = [registry.get(w)(registry.NoParams(), shard_dir, meta) for w in p.writers]
         for writer in writers:
-            writer.parallel_map, writer.background = ctx.map, ctx.start
-        written: dict[str, dict[str, int]] = {}
-        for split, spool in spools.items():
-            w = written[split] = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0, "segments": 0}
-            w.update({"remainder_rows": 0, "remainder_tokens": 0, "remainder_eos": 0})
-            with Progress(f"write {split} rows", total_docs=spool.rows, quiet=ctx.quiet) as bar:
-                for index, batch in spool.batches():
-                    real = batch.real_tokens
-                    masks = np.arange(L)[None, :] < real[:, None]
-                    eos_per_row = ((batch.tokens == eos) & masks).sum(axis=1)
-                    kept = index < keep[split]
-                    if not kept.all():
-                        gone = ~kept
-                        w["remainder_rows"] += int(gone.sum())
-                        w["remainder_tokens"] += int(real[gone].sum())
-                        w["remainder_eos"] += int(eos_per_row[gone].sum())
-                        batch = batch.select(np.flatnonzero(kept))
-                        real, eos_per_row = real[kept], eos_per_row[kept]
-                    for writer in writers:
-                        writer.write(batch, split)
-                    w["rows"] += len(batch)
-                    w["tokens"] += int(real.sum())
-                    w["eos"] += int(eos_per_row.sum())
-                    w["padding"] += int(len(batch) * L - real.sum())
-                    w["segments"] += len(batch.seg_ends)
-                    bar.update(len(index), 0)
+            writer.prepare()
+        parts_dir = ctx.work_dir / "shard-parts"
+        shutil.rmtree(parts_dir, ignore_errors=True)
+        parts_dir.mkdir(parents=True)
+        scatter_jobs = (
+            ScatterJob(
+                split, bucket, L, token_dtype, eos, keep[split], start, file_ends, perm, str(parts_dir)
+            )
+            for split, bucket, start, perm in _bucket_order(spools, rngs, keep)
+            for file_ends in [np.cumsum(plan[split])]
+        )
+        written, entries = _scatter_and_write(ctx, scatter_jobs, plan, p.writers, str(shard_dir), meta)
+        for spool in spools.values():
             spool.remove()
-        entries = [e for writer in writers for e in writer.close()]
+        shutil.rmtree(parts_dir, ignore_errors=True)
+        for writer in writers:
+            writer.commit()
         # 3. accounting and manifest
         splits_out: dict[str, Any] = {}
         for split, w in written.items():
@@ -809,7 +717,7 @@ class Pack(GlobalStage):
                 "shuffle": {
                     "enabled": p.shuffle,
                     "seed": ctx.seed,
-                    "buckets": {s: sp.buckets for s, sp in spools.items()},
+                    "buckets": {s: len(sp.buckets) for s, sp in spools.items()},
                 },
                 "formats": list(p.writers),
                 "splits": splits_out,

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataprep.formats.rows import RowBatch
+from dataprep.formats.rowspool import OUT_ROWS, RowSpool, ScatterJob, read_bucket, read_part, scatter_bucket
+from dataprep.formats.shardplan import shard_plan
 from stages.pack import (
     BestFitPacker,
     ConcatPacker,
     DocChunk,
     PackStats,
     PadPacker,
-    RowSpool,
+    _bucket_order,
     piece_ends,
-    shard_plan,
     split_of,
 )
 
@@ -146,73 +149,111 @@ def test_long_documents_are_cut_at_paragraph_cuts_when_they_fit():
     assert batch.real_tokens.tolist() == [9, 5, 6, 5]
 
 
+def rows_numbered(n: int, L: int = 4) -> RowBatch:
+    """n rows whose tokens say their stream index (row i holds i * L ... i * L + L - 1), one or two
+    document pieces each."""
+    tokens = np.arange(n * L, dtype=np.int32).reshape(n, L)
+    counts = (np.arange(n) % 2 + 1).astype(np.int32)
+    ends = np.concatenate([[L] if c == 1 else [1, L] for c in counts]).astype(np.int32)
+    return RowBatch(tokens, ends, counts)
+
+
+def shuffled_files(
+    tmp: Path,
+    rows: RowBatch,
+    buckets: int,
+    seed: int | None,
+    keep: int | None = None,
+    sizes: list[int] | None = None,
+    add_rows: int = 7,
+    bucket_rows: int = 1 << 62,
+    reverse_jobs: bool = False,
+) -> list[list[RowBatch]]:
+    """What the pack stage does after packing: spool the rows, scatter every bucket (the jobs run
+    in bucket order, or in reverse), and read each file's batches back from its parts."""
+    L, n = rows.row_length, len(rows)
+    keep = n if keep is None else keep
+    sizes = sizes or [keep]
+    rng = None if seed is None else np.random.default_rng(seed)
+    tmp.mkdir(parents=True, exist_ok=True)
+    spool = RowSpool(tmp / "spool", L, "<i4", rng, buckets=buckets, bucket_rows=bucket_rows)
+    for lo in range(0, n, add_rows):
+        spool.add(rows.select(np.arange(lo, min(n, lo + add_rows))))
+    spool.close()
+    (tmp / "parts").mkdir()
+    jobs = [
+        ScatterJob("train", bucket, L, "<i4", EOS, keep, start, np.cumsum(sizes), perm, str(tmp / "parts"))
+        for _, bucket, start, perm in _bucket_order({"train": spool}, {"train": rng}, {"train": keep})
+    ]
+    results = [scatter_bucket(job) for job in (jobs[::-1] if reverse_jobs else jobs)]
+    parts: list[list[tuple[int, str, list[int]]]] = [[] for _ in sizes]
+    for result in sorted(results, key=lambda r: r["parts"][0][1] if r["parts"] else ""):
+        for k, path, batches in result["parts"]:
+            parts[k].append((k, path, batches))
+    spool.remove()
+    return [[b for _, path, batches in file for b in read_part(path, batches, L, "<i4")] for file in parts]
+
+
+def stream_index(files: list[list[RowBatch]]) -> list[int]:
+    return [int(t) // 4 for file in files for b in file for t in b.tokens[:, 0]]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 300), buckets=st.integers(1, 5), seed=st.integers(0, 3))
 def test_shuffle_is_a_seeded_permutation_of_the_rows(tmp_path_factory, n, buckets, seed):
-    L = 4
-    tokens = np.arange(n * L, dtype=np.int32).reshape(n, L)
-    batch = RowBatch(tokens, np.repeat(np.int32(L), n), np.ones(n, np.int32))
-
-    def shuffled(s: int) -> tuple[np.ndarray, np.ndarray]:
-        spool = RowSpool(tmp_path_factory.mktemp("spool"), L, buckets, np.random.default_rng(s))
-        for lo in range(0, n, 7):
-            spool.add(batch.select(np.arange(lo, min(n, lo + 7))))
-        parts = list(spool.batches())
-        idx = np.concatenate([p[0] for p in parts])
-        rows = np.concatenate([p[1].tokens for p in parts])
-        spool.remove()
-        return idx, rows
-
-    idx, rows = shuffled(seed)
-    assert sorted(idx.tolist()) == list(range(n))
-    assert np.array_equal(rows, tokens[idx])  # rows travel with their stream index
-    again, _ = shuffled(seed)
-    assert np.array_equal(idx, again)
+    rows = rows_numbered(n)
+    files = shuffled_files(tmp_path_factory.mktemp("s"), rows, buckets, seed)
+    order = stream_index(files)
+    assert sorted(order) == list(range(n))
+    got = RowBatch.concat(files[0], 4)
+    want = rows.select(np.asarray(order))
+    assert np.array_equal(got.tokens, want.tokens)  # rows travel with their boundaries
+    assert np.array_equal(got.seg_ends, want.seg_ends) and np.array_equal(got.seg_counts, want.seg_counts)
+    assert stream_index(shuffled_files(tmp_path_factory.mktemp("s"), rows, buckets, seed)) == order
 
 
 def test_shuffle_moves_rows_and_depends_on_the_seed(tmp_path):
-    L, n = 3, 500
-    batch = RowBatch(np.zeros((n, L), np.int32) + 1, np.full(n, L, np.int32), np.ones(n, np.int32))
-    orders = []
-    for s in (0, 1):
-        spool = RowSpool(tmp_path / f"s{s}", L, 4, np.random.default_rng(s))
-        spool.add(batch)
-        orders.append(np.concatenate([i for i, _ in spool.batches()]))
-    assert not np.array_equal(orders[0], np.arange(n))
-    assert not np.array_equal(orders[0], orders[1])
+    rows = rows_numbered(500)
+    orders = [stream_index(shuffled_files(tmp_path / f"s{s}", rows, 4, s)) for s in (0, 1)]
+    assert orders[0] != list(range(500))
+    assert orders[0] != orders[1]
 
 
 @pytest.mark.parametrize("flush_bytes", [1 << 30, 1000, 1])
-@pytest.mark.parametrize("shuffle", [True, False])
-def test_spool_rows_left_in_memory_come_out_as_flushed_ones(tmp_path, monkeypatch, shuffle, flush_bytes):
-    L, n = 5, 400
-    rng = np.random.default_rng(7)
-    counts = rng.integers(1, 3, size=n).astype(np.int32)
-    ends = np.concatenate([[L] if c == 1 else [2, L] for c in counts])
-    rows = RowBatch(rng.integers(0, 99, size=(n, L)), ends, counts)
+@pytest.mark.parametrize("seed", [1, None])
+def test_files_do_not_depend_on_flushes_or_on_the_order_the_bucket_jobs_run(
+    tmp_path, monkeypatch, seed, flush_bytes
+):
+    rows = rows_numbered(9000)
     monkeypatch.setattr(RowSpool, "FLUSH_BYTES", flush_bytes)
 
-    def batches(name: str, flush_first: bool) -> list[tuple[list[int], ...]]:
-        spool = RowSpool(tmp_path / name, L, 3, np.random.default_rng(1) if shuffle else None)
-        for lo in range(0, n, 30):
-            spool.add(rows.select(np.arange(lo, min(n, lo + 30))))
-        if flush_first:
-            spool.flush()
-        out = [
-            (i.tolist(), b.tokens.ravel().tolist(), b.seg_ends.tolist(), b.seg_counts.tolist())
-            for i, b in spool.batches()
+    def files(name: str, **kw) -> list[list[tuple[list[int], ...]]]:
+        out = shuffled_files(
+            tmp_path / name, rows, 3, seed, keep=8994, sizes=[2998] * 3, bucket_rows=2500, **kw
+        )
+        return [
+            [(b.tokens.ravel().tolist(), b.seg_ends.tolist(), b.seg_counts.tolist()) for b in f] for f in out
         ]
-        assert not spool._pending and spool._pending_bytes == 0
-        return out
 
-    assert batches("memory", False) == batches("flushed", True)
+    reference = files("in-order")
+    assert [sum(len(b[2]) for b in f) for f in reference] == [2998] * 3
+    assert files("reversed", reverse_jobs=True) == reference
+    assert files("one-row-adds", add_rows=1) == reference
+    assert all(len(b[2]) <= OUT_ROWS for f in reference for b in f)
 
 
-def test_unshuffled_spool_replays_stream_order(tmp_path):
-    spool = RowSpool(tmp_path / "s", 2, 8, None)
-    for k in range(3):
-        spool.add(RowBatch(np.full((2, 2), k, np.int32), np.full(2, 2, np.int32), np.ones(2, np.int32)))
-    assert np.concatenate([i for i, _ in spool.batches()]).tolist() == list(range(6))
+def test_unshuffled_rows_keep_stream_order_over_several_buckets(tmp_path):
+    rows = rows_numbered(50)
+    files = shuffled_files(tmp_path, rows, 1, None, sizes=[20, 30], bucket_rows=8)
+    assert stream_index(files) == list(range(50))
+    assert [sum(len(b) for b in f) for f in files] == [20, 30]
+
+
+def test_dropped_rows_are_the_last_of_the_stream_whatever_the_shuffle(tmp_path):
+    rows = rows_numbered(1000)
+    order = stream_index(shuffled_files(tmp_path, rows, 4, 3, keep=993, sizes=[331] * 3))
+    assert sorted(order) == list(range(993))
+    assert order != list(range(993))
 
 
 @pytest.mark.parametrize(
@@ -238,9 +279,9 @@ def test_validation_split_is_a_stable_fraction_of_ids():
 
 def test_a_truncated_spool_file_is_an_error_not_short_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(RowSpool, "FLUSH_BYTES", 1)  # every add is flushed to disk
-    spool = RowSpool(tmp_path / "s", 3, 2, np.random.default_rng(0))
+    spool = RowSpool(tmp_path / "s", 3, "<i4", np.random.default_rng(0), buckets=2)
     spool.add(RowBatch(np.ones((50, 3), np.int32), np.full(50, 3, np.int32), np.ones(50, np.int32)))
-    bucket = sorted((tmp_path / "s").iterdir())[0]
-    bucket.write_bytes(bucket.read_bytes()[:-5])
+    bucket = spool.close()[0]
+    Path(bucket.path).write_bytes(Path(bucket.path).read_bytes()[:-5])
     with pytest.raises(RuntimeError, match="truncated"):
-        list(spool.batches())
+        read_bucket(bucket, 3, "<i4")

@@ -1,9 +1,8 @@
-"""Work moved off the driver keeps outputs byte-identical: MindRecord files converted from spills
-in worker processes, report plots drawn ahead of time, CPU seconds in timings.json."""
+"""Work moved off the driver keeps outputs byte-identical: shard files written from the shuffle's
+parts in worker processes, report plots drawn ahead of time, CPU seconds in timings.json."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
@@ -13,9 +12,13 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE, recipe_with, run
+from dataprep.formats.binrows import open_rows
 from dataprep.formats.mindrecord import MindRecordFile
 from dataprep.formats.rows import RowBatch
+from dataprep.formats.rowspool import RowSpool, ScatterJob, read_part, scatter_bucket
+from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, write_shard_file
 from dataprep.report import plot_specs, render, render_plots
+from stages import write_bin as wb
 from stages import write_mindrecord as wm
 
 
@@ -28,62 +31,71 @@ def _rows(rng: np.random.Generator, n: int, length: int) -> RowBatch:
     return RowBatch(rng.integers(0, 5000, size=(n, length)).astype(np.int32), np.asarray(ends), counts)
 
 
-def test_group_jobs_keeps_order_and_a_minimum_size() -> None:
-    jobs = [{"batches": [n], "row_length": 1} for n in (5, 1, 1, 9, 2, 2)]
-    groups = wm.group_jobs(jobs, min_bytes=4 * 6)  # 6 rows of 4 bytes at least
-    assert [j for g in groups for j in g] == jobs
-    assert [[j["batches"][0] for j in g] for g in groups] == [[5, 1], [1, 9], [2, 2]]
-    assert wm.group_jobs([], 10) == []
-
-
 @pytest.mark.parametrize(("with_loss_mask", "dtype"), [(False, "int32"), (True, "int32"), (False, "uint16")])
-def test_mindrecord_from_spills_in_workers_equals_direct_writing(
+def test_shard_files_written_by_worker_processes_equal_direct_writing(
     tmp_path: Path, with_loss_mask: bool, dtype: str
 ) -> None:
     rng = np.random.default_rng(7)
     length = 33
-    batches = [_rows(rng, n, length) for n in (700, 1500, 3, 900, 1200)]
-    if dtype == "uint16":  # ids up to 65535 survive the uint16 spill
-        batches[0].tokens[0, :3] = [65535, 0, 40000]
-    plan = {"train": [1800, 1303], "validation": [200]}
+    rows = RowBatch.concat([_rows(rng, n, length) for n in (700, 1500, 3, 900)], length)
+    if dtype == "uint16":  # ids up to 65535 survive uint16 spool and parts
+        rows.tokens[0, :3] = [65535, 0, 40000]
+    token_dtype = TOKEN_DTYPES[dtype]
+    plan = {"train": [1800, 1303]}
     meta = {"plan": plan, "row_length": length, "with_loss_mask": with_loss_mask, "dtype": dtype}
-    writer = wm.MindRecordShardWriter(None, tmp_path / "spilled", meta)
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
-        writer.parallel_map = lambda fn, items: list(pool.map(fn, items))
-        old = wm.JOB_BYTES
-        wm.JOB_BYTES = 1  # one call per file: several calls, several processes
-        try:
-            for b in batches[:-1]:
-                writer.write(b, "train")
-            writer.write(batches[-1].select(np.arange(200)), "validation")
-            entries = writer.close()
-        finally:
-            wm.JOB_BYTES = old
-    # the same rows written directly, file by file, in the same write calls
+    spool = RowSpool(tmp_path / "spool", length, token_dtype, None, bucket_rows=1000)
+    spool.add(rows)
+    parts_dir = tmp_path / "parts"
+    parts_dir.mkdir()
+    files: list[list[tuple[str, list[int]]]] = [[], []]
+    start = 0
+    for bucket in spool.close():
+        job = ScatterJob(
+            "train",
+            bucket,
+            length,
+            token_dtype,
+            2,
+            3103,
+            start,
+            np.cumsum(plan["train"]),
+            None,
+            str(parts_dir),
+        )
+        for k, path, batches in scatter_bucket(job)["parts"]:
+            files[k].append((path, batches))
+        start += bucket.rows
+    shard_dir = tmp_path / "shards"
+    writers = ["mindrecord", "bin"]
+    for w in (wm.MindRecordShardWriter, wb.BinShardWriter):
+        w(None, shard_dir, meta).prepare()
+    # the same batches written directly, in this process, before the parts are consumed
     direct = tmp_path / "direct"
     direct.mkdir()
-    stream = RowBatch.concat(batches[:-1], length)
-    cuts = {"train-00000": (0, 1800), "train-00001": (1800, 3103)}
-    sizes = [b.tokens.shape[0] for b in batches[:-1]]
-    bounds = np.cumsum([0, *sizes])
-    for name, (lo, hi) in cuts.items():
-        f = MindRecordFile(direct / f"{name}.mindrecord", with_loss_mask)
-        for a, b in itertools.pairwise(bounds):  # the writer's calls: batch x file cuts
-            s, e = max(a, lo), min(b, hi)
-            if e > s:
-                f.write(stream.select(np.arange(s, e)))
+    for k, file_parts in enumerate(files):
+        f = MindRecordFile(direct / f"train-{k:05d}.mindrecord", with_loss_mask)
+        for path, batches in file_parts:
+            for batch in read_part(path, batches, length, token_dtype):
+                f.write(batch)
         f.commit()
-    f = MindRecordFile(direct / "validation-00000.mindrecord", with_loss_mask)
-    f.write(batches[-1].select(np.arange(200)))
-    f.commit()
-    out = tmp_path / "spilled" / "mindrecord"
+    jobs = [
+        ShardFileJob("train", k, plan["train"][k], parts, writers, str(shard_dir), meta)
+        for k, parts in enumerate(files)
+    ]
+    with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+        entries = list(pool.map(write_shard_file, jobs))
+    wm.MindRecordShardWriter(None, shard_dir, meta).commit()
+    out = shard_dir / "mindrecord"
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in direct.iterdir())
     for p in direct.iterdir():
         assert (out / p.name).read_bytes() == p.read_bytes(), p.name
-    assert [e["rows"] for e in entries] == [1800, 1303, 200]
-    assert [e["split"] for e in entries] == ["train", "train", "validation"]
-    assert not list(out.glob(".*"))  # spills are gone
+    assert [[e["format"] for e in file] for file in entries] == [writers, writers]
+    assert [file[0]["rows"] for file in entries] == [1800, 1303]
+    written = np.concatenate(
+        [open_rows(shard_dir / "bin" / f"train-{k:05d}.bin", dtype, length) for k in range(2)]
+    )
+    assert np.array_equal(written, rows.tokens[:3103])
+    assert not list(parts_dir.iterdir())  # parts are removed once written
 
 
 def test_plots_drawn_ahead_give_the_same_page_and_stale_ones_are_redrawn(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """A batch of packed rows with their document boundaries, as handed to shard writers.
 
-``tokens``     int32 [n, row_length]: the rows (padding, if any, at the end of a row).
+``tokens``     int32 [n, row_length]: the rows (padding, if any, at the end of a row); uint16 is
+               kept as it is (rows read back from uint16 storage), any other type becomes int32.
 ``seg_ends``   int32 [Σ counts]: every row's ``actual_seq_len``, concatenated: cumulative end
                offsets of the document pieces in the row; a row's last value is its number of
                real (non-pad) tokens.
@@ -21,7 +22,8 @@ class RowBatch:
     seg_counts: np.ndarray
 
     def __post_init__(self) -> None:
-        self.tokens = np.ascontiguousarray(self.tokens, dtype=np.int32)
+        dtype = self.tokens.dtype if self.tokens.dtype in (np.int32, np.uint16) else np.int32
+        self.tokens = np.ascontiguousarray(self.tokens, dtype=dtype)
         self.seg_ends = np.ascontiguousarray(self.seg_ends, dtype=np.int32)
         self.seg_counts = np.ascontiguousarray(self.seg_counts, dtype=np.int32)
         if self.tokens.ndim != 2 or len(self.seg_counts) != len(self.tokens):

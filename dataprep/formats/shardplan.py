@@ -1,56 +1,57 @@
-"""Cutting a split's row stream into files by a shard plan (rows per file), for shard writers."""
+"""Shard files: how a split's rows are cut into files, and the job that writes one file in every
+format from the parts the shuffle left for it (:mod:`dataprep.formats.rowspool`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from dataprep.formats.rows import RowBatch
+TOKEN_DTYPES = {"int32": "<i4", "uint16": "<u2"}
 
 
-class PlannedFiles:
-    """Rotates through a split's files as the plan says: ``room(split)`` rows left in the current
-    file, opening the next one (``open_file``) and closing the full one (``close_file``) as needed."""
+def shard_plan(rows: int, files: int, equal: bool) -> tuple[list[int], int]:
+    """(rows per file, rows kept): equal files drop rows mod files; else sizes differ by <= 1."""
+    files = max(1, min(files, rows)) if rows else 1
+    if equal:
+        per = rows // files
+        return [per] * files, per * files
+    base, extra = divmod(rows, files)
+    return [base + (1 if i < extra else 0) for i in range(files)], rows
 
-    def __init__(self, plan: dict[str, list[int]]):
-        self.plan = plan
-        self.index: dict[str, int] = {}
-        self.rows: dict[str, int] = {}
-        self.current: dict[str, Any] = {}
 
-    def open_file(self, split: str, k: int) -> Any:
-        raise NotImplementedError
+@dataclass
+class ShardFileJob:
+    """File ``index`` of ``split``: its ``rows``, and the parts holding them in order (path, batch
+    sizes), to be written by the registered shard ``writers`` into ``shard_dir``."""
 
-    def close_file(self, split: str, handle: Any) -> None:
-        raise NotImplementedError
+    split: str
+    index: int
+    rows: int
+    parts: list[tuple[str, list[int]]]
+    writers: list[str]
+    shard_dir: str
+    meta: dict[str, Any]
 
-    def write_rows(self, batch: RowBatch, split: str, emit: Any) -> None:
-        sizes = self.plan[split]
-        start = 0
-        while start < len(batch):
-            if split not in self.current:
-                k = self.index.get(split, 0)
-                if k >= len(sizes):
-                    raise RuntimeError(f"more {split} rows than the shard plan holds ({sum(sizes)})")
-                self.current[split] = self.open_file(split, k)
-                self.rows[split] = 0
-            room = sizes[self.index.get(split, 0)] - self.rows[split]
-            take = min(room, len(batch) - start)
-            if take:
-                part = (
-                    batch
-                    if (start == 0 and take == len(batch))
-                    else batch.select(np.arange(start, start + take))
-                )
-                emit(self.current[split], part)
-                self.rows[split] += take
-                start += take
-            if self.rows[split] == sizes[self.index.get(split, 0)]:
-                self.close_file(split, self.current.pop(split))
-                self.index[split] = self.index.get(split, 0) + 1
 
-    def finish(self) -> None:
-        for split in list(self.current):
-            self.close_file(split, self.current.pop(split))
-            self.index[split] = self.index.get(split, 0) + 1
+def write_shard_file(job: ShardFileJob) -> list[dict[str, Any]]:
+    """Write one shard file in every format (runs in any process); the manifest entry of each, in
+    writer order. The parts are read once, batch by batch as recorded, then removed."""
+    from dataprep import stage as registry
+    from dataprep.formats.rowspool import read_part
+
+    writers = [registry.get(name)(registry.NoParams(), Path(job.shard_dir), job.meta) for name in job.writers]
+    handles = [w.open_file(job.split, job.index) for w in writers]
+    rows = 0
+    dtype = TOKEN_DTYPES[job.meta["dtype"]]
+    for path, batches in job.parts:
+        for batch in read_part(path, batches, job.meta["row_length"], dtype):
+            for writer, handle in zip(writers, handles, strict=True):
+                writer.write(handle, batch)
+            rows += len(batch)
+    if rows != job.rows:
+        raise RuntimeError(f"{job.split} file {job.index}: {rows} rows, the plan says {job.rows} (a bug)")
+    entries = [w.close_file(h) for w, h in zip(writers, handles, strict=True)]
+    for path, _ in job.parts:
+        Path(path).unlink()
+    return entries

@@ -517,26 +517,33 @@ def _process_cpu(pid: int) -> float:
 class PhaseClock:
     """Wall and CPU seconds per phase of a run (``timings.json``). CPU counts this process, its
     finished children (e.g. a tokenizer trained in a process of its own) and the live workers of
-    the executor, when it names them (``worker_pids``; read from /proc, so Linux only). On a
-    shared machine CPU seconds are the steadier measure."""
+    the executor, when it names them (``worker_pids``; read from /proc, so Linux only); driver CPU
+    counts this process alone: the serial part of a phase, which more workers do not shorten. On
+    a shared machine CPU seconds are the steadier measure."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
+        self.driver_cpu: dict[str, float] = {}
         self.runner: Any = None
 
-    def _cpu(self) -> float:
+    def _cpu(self) -> tuple[float, float]:
+        """(CPU seconds of the driver, its children and the workers; of the driver alone)."""
         t = os.times()
-        total = t.user + t.system + t.children_user + t.children_system
+        driver = t.user + t.system
         pids = getattr(self.runner, "worker_pids", None)
-        return total + sum(_process_cpu(pid) for pid in (pids() if pids else []))
+        workers = sum(_process_cpu(pid) for pid in (pids() if pids else []))
+        others = t.children_user + t.children_system + workers
+        return driver + others, driver
 
-    def start(self) -> tuple[float, float]:
-        return time.monotonic(), self._cpu()
+    def start(self) -> tuple[float, float, float]:
+        return time.monotonic(), *self._cpu()
 
-    def stop(self, name: str, started: tuple[float, float]) -> None:
+    def stop(self, name: str, started: tuple[float, float, float]) -> None:
+        total, driver = self._cpu()
         self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started[0]
-        self.cpu[name] = self.cpu.get(name, 0.0) + max(self._cpu() - started[1], 0.0)
+        self.cpu[name] = self.cpu.get(name, 0.0) + max(total - started[1], 0.0)
+        self.driver_cpu[name] = self.driver_cpu.get(name, 0.0) + max(driver - started[2], 0.0)
 
 
 def _default_workers() -> int:
@@ -842,6 +849,9 @@ def prepare(
         "workers": workers,
         "seconds": {k: round(v, 3) for k, v in {**clock.seconds, "total": total}.items()},
         "cpu_seconds": {k: round(v, 2) for k, v in {**clock.cpu, "total": sum(clock.cpu.values())}.items()},
+        "driver_cpu_seconds": {
+            k: round(v, 2) for k, v in {**clock.driver_cpu, "total": sum(clock.driver_cpu.values())}.items()
+        },
         "task_cpu_seconds": cpu_seconds,
     }
     write_text_atomic(run.out / "timings.json", json.dumps(timings, indent=1))

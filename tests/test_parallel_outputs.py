@@ -117,7 +117,11 @@ def test_timings_hold_wall_and_cpu_seconds_per_phase(tmp_path: Path) -> None:
     run([SAMPLE / "reviews"], out, recipe_with(split_bytes=1 << 16), workers=2)
     timings = json.loads((out / "timings.json").read_text())
     assert timings["workers"] == 2
-    assert set(timings["seconds"]) == set(timings["cpu_seconds"])
+    assert set(timings["seconds"]) == set(timings["cpu_seconds"]) == set(timings["driver_cpu_seconds"])
     for phase in ("plan", "pass0", "finalize", "total"):
         assert timings["seconds"][phase] >= 0 and timings["cpu_seconds"][phase] >= 0
     assert timings["cpu_seconds"]["total"] > 0
+    # the driver's own share: the pass runs on the workers, and the driver's CPU is part of the total
+    driver = timings["driver_cpu_seconds"]
+    assert 0 < driver["total"] <= timings["cpu_seconds"]["total"] + 0.05
+    assert driver["pass0"] < timings["cpu_seconds"]["pass0"]

@@ -4,7 +4,7 @@ compute (workers, per task): each document goes to the train or validation split
 id (``validation_fraction``); its tokens, length and cut points are appended to the task's spill
 files for that split.
 
-decide (driver, streaming): per split, the spills are read in task order and packed:
+decide: per split, the spills are packed in task order (stream order):
 
 * ``concat``: one EOS after each document, the stream cut into rows; documents span rows. The
   last partial row is padded (``tail: pad``) or dropped (``tail: drop``), counted either way.
@@ -16,12 +16,18 @@ decide (driver, streaming): per split, the spills are read in task order and pac
   longer ones are split as in ``pad``. Padding and splits are reported against ``concat``.
 
 Every row carries ``actual_seq_len`` (cumulative ends of its document pieces). Rows then go
-through a seeded, bounded-memory shuffle (rows scattered into buckets of at most
-``shuffle_buffer_mb``, each bucket permuted) and are written, in the same order, by every writer
-in ``writers``. Train files hold equal row counts and their number is a multiple of
-``shard_multiple``: the last ``rows mod files`` rows of the train stream are dropped and counted
-(``equal_shards``). Token accounting is checked before the manifest is written:
+through a seeded, bounded-memory shuffle (:mod:`dataprep.formats.rowspool`: rows scattered into
+buckets of at most ``shuffle_buffer_mb``, each bucket permuted) and are written, in the same
+order, by every writer in ``writers``. Train files hold equal row counts and their number is a
+multiple of ``shard_multiple``: the last ``rows mod files`` rows of the train stream are dropped
+and counted (``equal_shards``). Token accounting is checked before the manifest is written:
 tokens = Σ document tokens + documents (EOS) - dropped; EOS written = documents - EOS dropped.
+
+Where it runs: ``concat`` packs one task per job on the workers (each task's stream offset is
+known from the counts the tasks reported, so its rows' numbers are too), and the driver joins
+only the rows that span tasks; ``pad`` and ``bestfit`` pack in the driver. The shuffle's
+second half is one job per bucket and each shard file is one job, on the workers. Outputs do not
+depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import os
 import shutil
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +48,15 @@ import numpy as np
 from dataprep import stage as registry
 from dataprep.document import Document
 from dataprep.formats.rows import RowBatch, raw
-from dataprep.formats.rowspool import COUNTS, RowSpool, ScatterJob, scatter_bucket
+from dataprep.formats.rowspool import (
+    COUNTS,
+    Bucket,
+    Buckets,
+    RowSpool,
+    ScatterJob,
+    merge_buckets,
+    scatter_bucket,
+)
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, shard_plan, write_shard_file
 from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, param, register
 
@@ -184,8 +198,24 @@ class ConcatPacker:
         self._carry = np.zeros(0, dtype=np.int32)
         self._carry_ends = np.zeros(0, dtype=np.int64)
 
+    @property
+    def carried(self) -> int:
+        """Tokens held back: the start of the next row."""
+        return len(self._carry)
+
+    def take_carry(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens held back, their document ends), handed over instead of ``finish``."""
+        carry, ends = self._carry, self._carry_ends
+        self._carry = np.zeros(0, dtype=np.int32)
+        self._carry_ends = np.zeros(0, dtype=np.int64)
+        return carry, ends
+
     def add(self, chunk: DocChunk) -> list[RowBatch]:
-        stream, ends = chunk.stream(self.eos)
+        return self.add_stream(*chunk.stream(self.eos))
+
+    def add_stream(self, stream: np.ndarray, ends: np.ndarray) -> list[RowBatch]:
+        """Rows completed by ``stream`` (tokens, EOS included) with ``ends`` (exclusive end offset
+        of each document within it)."""
         L = self.L
         full = np.concatenate([self._carry, stream])
         ends = np.concatenate([self._carry_ends, ends + len(self._carry)])
@@ -204,9 +234,7 @@ class ConcatPacker:
         return [RowBatch(full[:cut].reshape(n, L), keys % (L + 1), counts)]
 
     def finish(self) -> list[RowBatch]:
-        carry, carry_ends = self._carry, self._carry_ends
-        self._carry = np.zeros(0, dtype=np.int32)
-        self._carry_ends = np.zeros(0, dtype=np.int64)
+        carry, carry_ends = self.take_carry()
         if not len(carry):
             return []
         if self.tail == "drop":
@@ -334,6 +362,87 @@ def make_packer(params: PackParams, eos: int, pad: int) -> ConcatPacker | PadPac
     return BestFitPacker(L, eos, pad, params.long_docs, params.bestfit_window_rows)
 
 
+def task_chunks(work: Path, task_id: str, split: str, with_cuts: bool) -> Iterator[DocChunk]:
+    """The documents one task spilled for ``split``, in chunks of about CHUNK_TOKENS tokens (none
+    when it spilled none); ``with_cuts``: with their cut points, when the tokenizer recorded them."""
+    docs_path = work / f"{task_id}.{split}.docs"
+    if not docs_path.exists():
+        return
+    table = np.fromfile(docs_path, dtype="<i8").reshape(-1, 2)
+    cuts_path = work / f"{task_id}.{split}.cuts"
+    all_cuts = np.fromfile(cuts_path, dtype="<i4") if with_cuts and cuts_path.exists() else None
+    cut_off = np.concatenate([[0], np.cumsum(table[:, 1])])
+    tok_off = np.concatenate([[0], np.cumsum(table[:, 0])])
+    with open(work / f"{task_id}.{split}.tokens", "rb") as f:
+        lo = 0
+        while lo < len(table):
+            hi = int(np.searchsorted(tok_off, tok_off[lo] + CHUNK_TOKENS, side="right")) - 1
+            hi = min(max(hi, lo + 1), len(table))
+            tokens = np.fromfile(f, dtype="<i4", count=int(tok_off[hi] - tok_off[lo]))
+            cuts = None
+            if all_cuts is not None:
+                cuts = [all_cuts[cut_off[i] : cut_off[i + 1]] for i in range(lo, hi)]
+            yield DocChunk(tokens.astype(np.int32, copy=False), table[lo:hi, 0].copy(), cuts)
+            lo = hi
+
+
+@dataclass
+class ConcatTaskJob:
+    """Concat packing of one task's documents of one split, whose stream (EOS included) starts
+    at global token ``offset``: the rows lying wholly inside it go to the spool under their
+    global row numbers; the tokens before its first row boundary (head) and after its last
+    (tail) go back to the driver, which joins them with its neighbours'."""
+
+    work_dir: str
+    task_id: str
+    split: str
+    offset: int
+    row_length: int
+    eos: int
+    pad: int
+    spool_dir: str
+    token_dtype: str
+    buckets: Buckets
+
+
+def pack_concat_task(job: ConcatTaskJob) -> dict[str, Any]:
+    """Runs in any process. Returns head and tail (tokens, document ends), the stream ``size``
+    (tokens, EOS included), ``rows`` spooled and this task's share of each bucket."""
+    L = job.row_length
+    packer = ConcatPacker(L, job.eos, job.pad, "pad")
+    spool = RowSpool(Path(job.spool_dir), job.task_id, L, job.token_dtype, job.buckets)
+    need = (-job.offset) % L  # tokens before the first row boundary
+    head: list[np.ndarray] = []
+    head_ends: list[np.ndarray] = []
+    size = head_size = 0
+    row = (job.offset + need) // L
+    for chunk in task_chunks(Path(job.work_dir), job.task_id, job.split, with_cuts=False):
+        stream, ends = chunk.stream(job.eos)
+        size += len(stream)
+        if need:
+            take = min(need, len(stream))
+            head.append(stream[:take])
+            head_ends.append(ends[ends <= take] + head_size)
+            head_size += take
+            need -= take
+            stream, ends = stream[take:], ends[ends > take] - take
+        if len(stream):
+            for batch in packer.add_stream(stream, ends):
+                spool.add(batch, np.arange(row, row + len(batch), dtype=np.int64))
+                row += len(batch)
+    empty_ends = np.zeros(0, dtype=np.int64)
+    return {
+        "head": (
+            np.concatenate(head) if head else np.zeros(0, np.int32),
+            np.concatenate([empty_ends, *head_ends]),
+        ),
+        "tail": packer.take_carry(),
+        "size": size,
+        "rows": spool.rows,
+        "buckets": spool.close(),
+    }
+
+
 class _Done:
     """The result of work done in this process, with a future's ``result()``."""
 
@@ -350,21 +459,45 @@ def _submit(ctx: DriverContext, fn: Callable[[Any], Any], arg: Any) -> Any:
     return _Done(fn(arg)) if future is None else future
 
 
+def _in_order(
+    ctx: DriverContext, fn: Callable[[Any], Any], jobs: Iterable[Any], take: Callable[[Any], None]
+) -> None:
+    """fn(job) for every job on the workers, at most two per worker in flight (jobs are made as
+    they go, and each may hold a bucket in memory); ``take`` gets the results in job order."""
+    in_flight: deque[Any] = deque()
+    for job in jobs:
+        in_flight.append(_submit(ctx, fn, job))
+        while len(in_flight) > 2 * max(1, ctx.workers):
+            take(in_flight.popleft().result())
+    while in_flight:
+        take(in_flight.popleft().result())
+
+
+@dataclass
+class Spooled:
+    """A split packed into its spool: the buckets (files in a fixed order), how rows were
+    assigned to them, the rows in all, and the packer's counts."""
+
+    dir: Path
+    buckets: list[Bucket]
+    assign: Buckets
+    rows: int
+    stats: PackStats
+
+
 def _bucket_order(
-    spools: dict[str, RowSpool], rngs: dict[str, np.random.Generator | None], keep: dict[str, int]
-) -> Iterator[tuple[str, Any, int, np.ndarray | None]]:
-    """(split, bucket, first position of its kept rows in the split's final order, permutation or
-    None) for every non-empty bucket in final order; permutations are drawn as the jobs are
-    made, in bucket order, from the split's shuffle rng (after every bucket draw)."""
-    for split, spool in spools.items():
-        dropped = spool.dropped_per_bucket(spool.rows - keep[split])
+    spooled: dict[str, Spooled], keep: dict[str, int], seed: int
+) -> Iterator[tuple[str, Bucket, int, list[int] | None]]:
+    """(split, bucket, first position of its kept rows in the split's final order, seed of its
+    permutation or None for stream order) for every non-empty bucket, in final order."""
+    for split, sp in spooled.items():
+        dropped = np.bincount(sp.assign.of(np.arange(keep[split], sp.rows)), minlength=len(sp.buckets))
         start = 0
-        for b, bucket in enumerate(spool.buckets):
-            if not bucket.rows:
-                continue
-            rng = rngs[split]
-            yield split, bucket, start, None if rng is None else rng.permutation(bucket.rows)
-            start += bucket.rows - int(dropped[b])
+        for b, bucket in enumerate(sp.buckets):
+            if bucket.rows:
+                perm_seed = None if sp.assign.key is None else [seed, SPLITS.index(split), 1, b]
+                yield split, bucket, start, perm_seed
+                start += bucket.rows - int(dropped[b])
 
 
 def _scatter_and_write(
@@ -375,10 +508,9 @@ def _scatter_and_write(
     shard_dir: str,
     meta: dict[str, Any],
 ) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
-    """Run the scatter jobs (at most two per worker in flight: memory is one bucket each) and
-    start each file's job as soon as the buckets holding its rows are done. Returns the counts
-    written and dropped per split, and the manifest entries (writer by writer, files in plan
-    order)."""
+    """Run the scatter jobs and start each file's job as soon as the buckets holding its rows are
+    done. Returns the counts written and dropped per split, and the manifest entries (writer by
+    writer, files in plan order)."""
     from dataprep.progress import Progress
 
     written = {split: dict.fromkeys(COUNTS, 0) for split in plan}
@@ -388,7 +520,6 @@ def _scatter_and_write(
     file_ends = {split: np.cumsum(sizes) for split, sizes in plan.items()}
     next_file = dict.fromkeys(plan, 0)
     files: dict[tuple[str, int], Any] = {}
-    in_flight: deque[Any] = deque()
 
     def start_ready_files(split: str) -> None:
         k = next_file[split]
@@ -399,8 +530,7 @@ def _scatter_and_write(
             k += 1
         next_file[split] = k
 
-    def collect_oldest(bar: Any) -> None:
-        result = in_flight.popleft().result()
+    def collect(result: dict[str, Any]) -> None:
         split = result["split"]
         for key, value in result["counts"].items():
             written[split][key] += value
@@ -411,13 +541,9 @@ def _scatter_and_write(
 
     total = sum(sum(sizes) for sizes in plan.values())
     with Progress("shuffle and write rows", total_docs=total, quiet=ctx.quiet) as bar:
-        for job in jobs:
-            in_flight.append(_submit(ctx, scatter_bucket, job))
-            while len(in_flight) > 2 * max(1, ctx.workers):
-                collect_oldest(bar)
-        while in_flight:
-            collect_oldest(bar)
+        _in_order(ctx, scatter_bucket, jobs, collect)
     for split, sizes in plan.items():
+        start_ready_files(split)  # a split without rows has no bucket to start its (empty) files
         if next_file[split] != len(sizes):
             raise RuntimeError(f"{split}: rows for {next_file[split]} of {len(sizes)} files (a bug)")
     in_plan_order = sorted(files, key=lambda key: (SPLITS.index(key[0]), key[1]))
@@ -502,27 +628,101 @@ class Pack(GlobalStage):
         self._files = {}
 
     # -- driver
-    def _chunks(self, work: Path, task_ids: list[str], split: str) -> Iterator[DocChunk]:
-        for t in task_ids:
-            docs_path = work / f"{t}.{split}.docs"
-            if not docs_path.exists():
-                continue
-            table = np.fromfile(docs_path, dtype="<i8").reshape(-1, 2)
-            cuts_path = work / f"{t}.{split}.cuts"
-            all_cuts = np.fromfile(cuts_path, dtype="<i4") if cuts_path.exists() else None
-            cut_off = np.concatenate([[0], np.cumsum(table[:, 1])])
-            tok_off = np.concatenate([[0], np.cumsum(table[:, 0])])
-            with open(work / f"{t}.{split}.tokens", "rb") as f:
-                lo = 0
-                while lo < len(table):
-                    hi = int(np.searchsorted(tok_off, tok_off[lo] + CHUNK_TOKENS, side="right")) - 1
-                    hi = min(max(hi, lo + 1), len(table))
-                    tokens = np.fromfile(f, dtype="<i4", count=int(tok_off[hi] - tok_off[lo]))
-                    cuts = None
-                    if all_cuts is not None and self.params.packing != "concat":
-                        cuts = [all_cuts[cut_off[i] : cut_off[i + 1]] for i in range(lo, hi)]
-                    yield DocChunk(tokens.astype(np.int32, copy=False), table[lo:hi, 0].copy(), cuts)
-                    lo = hi
+    def _pack_split(
+        self,
+        ctx: DriverContext,
+        sid: int,
+        split: str,
+        metas: list[dict[str, Any]],
+        token_dtype: str,
+        eos: int,
+        pad: int,
+    ) -> Spooled:
+        """Pack one split into its spool. ``concat``: one job per task on the workers (a task's
+        rows start at a token offset known from the counts every task reported), the driver
+        joining only the rows that span tasks; ``pad`` and ``bestfit`` pack in the driver."""
+        from dataprep.progress import Progress
+
+        p = self.params
+        L = p.seq_length + 1
+        sizes = [m[split]["doc_tokens"] + m[split]["documents"] for m in metas]  # EOS included
+        est_rows = math.ceil(sum(sizes) / L) * (1.0 if p.packing == "concat" else 1.2) + 1
+        bucket_rows = max(1, (p.shuffle_buffer_mb << 20) // (3 * L * 4))
+        key = (
+            int(np.random.SeedSequence([ctx.seed, sid]).generate_state(1, np.uint64)[0])
+            if p.shuffle
+            else None
+        )
+        assign = Buckets(key, max(1, math.ceil(est_rows / bucket_rows)), bucket_rows)
+        spool_dir = ctx.work_dir / f"spool-{split}"
+        shutil.rmtree(spool_dir, ignore_errors=True)
+        spool_dir.mkdir(parents=True)
+        packer = make_packer(p, eos, pad)
+        driver = RowSpool(spool_dir, "driver", L, token_dtype, assign)
+        shares: list[dict[int, Bucket]] = []
+        rows = 0
+        with Progress(
+            f"pack {split}", total_docs=sum(m[split]["documents"] for m in metas), quiet=ctx.quiet
+        ) as bar:
+            if isinstance(packer, ConcatPacker):
+                offsets = np.concatenate([[0], np.cumsum(sizes)])
+                jobs = [
+                    ConcatTaskJob(
+                        str(ctx.work_dir),
+                        t,
+                        split,
+                        int(offsets[i]),
+                        L,
+                        eos,
+                        pad,
+                        str(spool_dir),
+                        token_dtype,
+                        assign,
+                    )
+                    for i, t in enumerate(ctx.task_ids)
+                    if sizes[i]
+                ]
+                job_docs = [m[split]["documents"] for m, size in zip(metas, sizes, strict=True) if size]
+                pos = 0  # global offset of the first token the packer holds
+
+                def join(result: dict[str, Any]) -> None:  # the rows spanning tasks, in stream order
+                    nonlocal pos, rows
+                    job = jobs[len(shares)]
+                    shares.append(result["buckets"])
+                    rows += result["rows"]
+                    tail_start = job.offset + result["size"] - len(result["tail"][0])
+                    for start, (tokens, ends) in ((job.offset, result["head"]), (tail_start, result["tail"])):
+                        if not len(tokens):
+                            continue
+                        if packer.carried == 0:
+                            pos = start
+                        if pos + packer.carried != start:
+                            raise RuntimeError(f"pack: {job.task_id} does not continue the stream (a bug)")
+                        for batch in packer.add_stream(tokens, ends):
+                            driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
+                            pos += len(batch) * L
+                    bar.update(job_docs[len(shares) - 1], 0)
+
+                _in_order(ctx, pack_concat_task, jobs, join)
+                packer.stats.rows += rows
+            else:
+                for t in ctx.task_ids:
+                    for chunk in task_chunks(ctx.work_dir, t, split, with_cuts=True):
+                        for batch in packer.add(chunk):
+                            driver.add(batch, np.arange(rows, rows + len(batch)))
+                            rows += len(batch)
+                        bar.update(len(chunk.lengths), 0)
+                pos = rows * L
+            for batch in packer.finish():
+                driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
+        shares.append(driver.close())
+        return Spooled(
+            spool_dir,
+            merge_buckets(shares),
+            assign,
+            sum(b.rows for share in shares for b in share.values()),
+            packer.stats,
+        )
 
     def _dtype(self, vocab_size: int) -> str:
         if self.params.dtype == "auto":
@@ -543,8 +743,6 @@ class Pack(GlobalStage):
         return max(k, math.ceil(math.ceil(rows / target) / k) * k)
 
     def decide(self, ctx: DriverContext) -> dict[str, Any]:
-        from dataprep.progress import Progress
-
         p = self.params
         tok = ctx.artifacts["tokenizer"]
         L = p.seq_length + 1
@@ -572,43 +770,21 @@ class Pack(GlobalStage):
                 ctx.start(warm_up, None)
         # 1. pack every split into its spool (shuffle buckets)
         token_dtype = TOKEN_DTYPES[dtype]
-        spools: dict[str, RowSpool] = {}
-        packers: dict[str, Any] = {}
-        rngs: dict[str, np.random.Generator | None] = {}
-        bucket_rows = max(1, (p.shuffle_buffer_mb << 20) // (3 * L * 4))
+        spooled: dict[str, Spooled] = {}
         for sid, split in enumerate(SPLITS):
-            if totals[split]["documents"] == 0:
-                continue
-            est_rows = (totals[split]["doc_tokens"] + totals[split]["documents"]) / L * 1.2 + 1
-            rng = rngs[split] = np.random.default_rng([ctx.seed, sid, 0]) if p.shuffle else None
-            spool = spools[split] = RowSpool(
-                ctx.work_dir / f"spool-{split}",
-                L,
-                token_dtype,
-                rng,
-                buckets=max(1, math.ceil(est_rows / bucket_rows)),
-                bucket_rows=bucket_rows,
-            )
-            packer = packers[split] = make_packer(p, eos, pad)
-            with Progress(f"pack {split}", total_docs=totals[split]["documents"], quiet=ctx.quiet) as bar:
-                for chunk in self._chunks(ctx.work_dir, ctx.task_ids, split):
-                    for batch in packer.add(chunk):
-                        spool.add(batch)
-                    bar.update(len(chunk.lengths), 0)
-                for batch in packer.finish():
-                    spool.add(batch)
-            spool.close()
+            if totals[split]["documents"]:
+                spooled[split] = self._pack_split(ctx, sid, split, metas, token_dtype, eos, pad)
         # 2. shard plan, then every bucket scattered into parts of the files (one job per bucket)
         #    and every file written from its parts in every format (one job per file)
         plan: dict[str, list[int]] = {}
         keep: dict[str, int] = {}
-        for split, spool in spools.items():
+        for split, sp in spooled.items():
             if split == "train":
-                files = self._train_files(spool.rows, L)
-                plan[split], keep[split] = shard_plan(spool.rows, files, p.equal_shards)
+                files = self._train_files(sp.rows, L)
+                plan[split], keep[split] = shard_plan(sp.rows, files, p.equal_shards)
             else:
-                files = max(1, math.ceil(spool.rows * L * 4 / (p.shard_mb << 20)))
-                plan[split], keep[split] = shard_plan(spool.rows, files, False)
+                files = max(1, math.ceil(sp.rows * L * 4 / (p.shard_mb << 20)))
+                plan[split], keep[split] = shard_plan(sp.rows, files, False)
         meta = {
             "seq_length": p.seq_length,
             "row_length": L,
@@ -627,22 +803,20 @@ class Pack(GlobalStage):
         shutil.rmtree(parts_dir, ignore_errors=True)
         parts_dir.mkdir(parents=True)
         scatter_jobs = (
-            ScatterJob(
-                split, bucket, L, token_dtype, eos, keep[split], start, file_ends, perm, str(parts_dir)
-            )
-            for split, bucket, start, perm in _bucket_order(spools, rngs, keep)
-            for file_ends in [np.cumsum(plan[split])]
+            ScatterJob(split, number, bucket, L, token_dtype, eos, keep[split], start, ends, perm_seed, parts)
+            for number, (split, bucket, start, perm_seed) in enumerate(_bucket_order(spooled, keep, ctx.seed))
+            for ends, parts in [(np.cumsum(plan[split]), str(parts_dir))]
         )
         written, entries = _scatter_and_write(ctx, scatter_jobs, plan, p.writers, str(shard_dir), meta)
-        for spool in spools.values():
-            spool.remove()
+        for sp in spooled.values():
+            shutil.rmtree(sp.dir, ignore_errors=True)
         shutil.rmtree(parts_dir, ignore_errors=True)
         for writer in writers:
             writer.commit()
         # 3. accounting and manifest
         splits_out: dict[str, Any] = {}
         for split, w in written.items():
-            st = packers[split].stats
+            st = spooled[split].stats
             t = totals[split]
             dropped = {
                 "tail_tokens": st.tail_dropped,
@@ -717,7 +891,7 @@ class Pack(GlobalStage):
                 "shuffle": {
                     "enabled": p.shuffle,
                     "seed": ctx.seed,
-                    "buckets": {s: len(sp.buckets) for s, sp in spools.items()},
+                    "buckets": {s: len(sp.buckets) for s, sp in spooled.items()},
                 },
                 "formats": list(p.writers),
                 "splits": splits_out,

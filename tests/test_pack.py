@@ -10,7 +10,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataprep.formats.rows import RowBatch
-from dataprep.formats.rowspool import OUT_ROWS, RowSpool, ScatterJob, read_bucket, read_part, scatter_bucket
+from dataprep.formats.rowspool import (
+    OUT_ROWS,
+    Buckets,
+    RowSpool,
+    ScatterJob,
+    merge_buckets,
+    read_bucket,
+    read_part,
+    scatter_bucket,
+)
 from dataprep.formats.shardplan import shard_plan
 from stages.pack import (
     BestFitPacker,
@@ -18,6 +27,7 @@ from stages.pack import (
     DocChunk,
     PackStats,
     PadPacker,
+    Spooled,
     _bucket_order,
     piece_ends,
     split_of,
@@ -168,30 +178,37 @@ def shuffled_files(
     add_rows: int = 7,
     bucket_rows: int = 1 << 62,
     reverse_jobs: bool = False,
+    writers: int = 1,
 ) -> list[list[RowBatch]]:
-    """What the pack stage does after packing: spool the rows, scatter every bucket (the jobs run
-    in bucket order, or in reverse), and read each file's batches back from its parts."""
+    """What the pack stage does after packing: spool the rows (``writers`` spools, each a
+    contiguous run of the stream, as tasks are), scatter every bucket (the jobs run in bucket
+    order, or in reverse), and read each file's batches back from its parts."""
     L, n = rows.row_length, len(rows)
     keep = n if keep is None else keep
     sizes = sizes or [keep]
-    rng = None if seed is None else np.random.default_rng(seed)
-    tmp.mkdir(parents=True, exist_ok=True)
-    spool = RowSpool(tmp / "spool", L, "<i4", rng, buckets=buckets, bucket_rows=bucket_rows)
-    for lo in range(0, n, add_rows):
-        spool.add(rows.select(np.arange(lo, min(n, lo + add_rows))))
-    spool.close()
+    assign = Buckets(None if seed is None else 1000 + seed, buckets, bucket_rows)
+    (tmp / "spool").mkdir(parents=True)
+    shares = []
+    for w, run in enumerate(np.array_split(np.arange(n), writers)):
+        spool = RowSpool(tmp / "spool", f"w{w}", L, "<i4", assign)
+        for lo in range(0, len(run), add_rows):
+            index = run[lo : lo + add_rows]
+            spool.add(rows.select(index), index)
+        shares.append(spool.close())
+    spooled = {"train": Spooled(tmp / "spool", merge_buckets(shares), assign, n, PackStats())}
     (tmp / "parts").mkdir()
     jobs = [
-        ScatterJob("train", bucket, L, "<i4", EOS, keep, start, np.cumsum(sizes), perm, str(tmp / "parts"))
-        for _, bucket, start, perm in _bucket_order({"train": spool}, {"train": rng}, {"train": keep})
+        ScatterJob("train", i, bucket, L, "<i4", EOS, keep, start, np.cumsum(sizes), perm, str(tmp / "parts"))
+        for i, (_, bucket, start, perm) in enumerate(_bucket_order(spooled, {"train": keep}, seed or 0))
     ]
-    results = [scatter_bucket(job) for job in (jobs[::-1] if reverse_jobs else jobs)]
-    parts: list[list[tuple[int, str, list[int]]]] = [[] for _ in sizes]
-    for result in sorted(results, key=lambda r: r["parts"][0][1] if r["parts"] else ""):
+    results = (
+        [scatter_bucket(job) for job in jobs[::-1]][::-1] if reverse_jobs else list(map(scatter_bucket, jobs))
+    )
+    parts: list[list[tuple[str, list[int]]]] = [[] for _ in sizes]
+    for result in results:
         for k, path, batches in result["parts"]:
-            parts[k].append((k, path, batches))
-    spool.remove()
-    return [[b for _, path, batches in file for b in read_part(path, batches, L, "<i4")] for file in parts]
+            parts[k].append((path, batches))
+    return [[b for path, batches in file for b in read_part(path, batches, L, "<i4")] for file in parts]
 
 
 def stream_index(files: list[list[RowBatch]]) -> list[int]:
@@ -242,11 +259,19 @@ def test_files_do_not_depend_on_flushes_or_on_the_order_the_bucket_jobs_run(
     assert all(len(b[2]) <= OUT_ROWS for f in reference for b in f)
 
 
-def test_unshuffled_rows_keep_stream_order_over_several_buckets(tmp_path):
+@pytest.mark.parametrize("writers", [1, 3])
+def test_unshuffled_rows_keep_stream_order_over_several_buckets(tmp_path, writers):
     rows = rows_numbered(50)
-    files = shuffled_files(tmp_path, rows, 1, None, sizes=[20, 30], bucket_rows=8)
+    files = shuffled_files(tmp_path, rows, 1, None, sizes=[20, 30], bucket_rows=8, writers=writers)
     assert stream_index(files) == list(range(50))
     assert [sum(len(b) for b in f) for f in files] == [20, 30]
+
+
+def test_rows_spooled_by_several_writers_are_shuffled_together(tmp_path):
+    order = stream_index(shuffled_files(tmp_path, rows_numbered(600), 3, 5, writers=4))
+    assert sorted(order) == list(range(600))
+    firsts = [order.index(i) for i in (0, 150, 300, 450)]  # each writer's first row
+    assert max(firsts) > 150  # rows of every writer spread over the whole order
 
 
 def test_dropped_rows_are_the_last_of_the_stream_whatever_the_shuffle(tmp_path):
@@ -279,9 +304,70 @@ def test_validation_split_is_a_stable_fraction_of_ids():
 
 def test_a_truncated_spool_file_is_an_error_not_short_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(RowSpool, "FLUSH_BYTES", 1)  # every add is flushed to disk
-    spool = RowSpool(tmp_path / "s", 3, "<i4", np.random.default_rng(0), buckets=2)
-    spool.add(RowBatch(np.ones((50, 3), np.int32), np.full(50, 3, np.int32), np.ones(50, np.int32)))
+    spool = RowSpool(tmp_path, "t", 3, "<i4", Buckets(7, 2, 1 << 62))
+    spool.add(
+        RowBatch(np.ones((50, 3), np.int32), np.full(50, 3, np.int32), np.ones(50, np.int32)), np.arange(50)
+    )
     bucket = spool.close()[0]
-    Path(bucket.path).write_bytes(Path(bucket.path).read_bytes()[:-5])
+    Path(bucket.paths[0]).write_bytes(Path(bucket.paths[0]).read_bytes()[:-5])
     with pytest.raises(RuntimeError, match="truncated"):
         read_bucket(bucket, 3, "<i4")
+
+
+def spill_tasks(work: Path, tasks: list[list[np.ndarray]]) -> list[dict]:
+    """Task spills of the train split, as Pack.compute leaves them; their metas."""
+    metas = []
+    for i, docs in enumerate(tasks):
+        t = f"t{i:05d}"
+        if docs:
+            np.asarray([[len(d), 0] for d in docs], dtype="<i8").tofile(work / f"{t}.train.docs")
+            np.concatenate(docs).astype("<i4").tofile(work / f"{t}.train.tokens")
+        total = int(sum(len(d) for d in docs))
+        metas.append(
+            {
+                "train": {"documents": len(docs), "doc_tokens": total, "min_id": 10, "max_id": 999},
+                "validation": {"documents": 0, "doc_tokens": 0, "min_id": -1, "max_id": -1},
+            }
+        )
+    return metas
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    task_docs=st.lists(st.lists(st.integers(1, 30), max_size=6), min_size=1, max_size=8),
+    L=st.integers(2, 12),
+    shuffle=st.booleans(),
+    tail=st.sampled_from(["pad", "drop"]),
+)
+def test_concat_packed_one_job_per_task_equals_packing_the_whole_stream(
+    tmp_path_factory, monkeypatch, task_docs, L, shuffle, tail
+):
+    """Rows spanning tasks (tasks shorter than a row, offsets on a row boundary, empty tasks) are
+    joined by the driver; every row keeps its stream index."""
+    from dataprep.stage import DriverContext
+    from dataprep.stats import StageStats
+    from stages import pack as pack_module
+    from stages.pack import Pack, PackParams
+
+    monkeypatch.setattr(pack_module, "CHUNK_TOKENS", 16)  # several chunks per task
+    work = tmp_path_factory.mktemp("work")
+    tasks = [make_docs(lengths, seed=i) for i, lengths in enumerate(task_docs)]
+    metas = spill_tasks(work, tasks)
+    if not any(tasks):
+        return
+    stage = Pack(PackParams(seq_length=L - 1, shuffle=shuffle, tail=tail, shuffle_buffer_mb=1))
+    ctx = DriverContext(work, work, [f"t{i:05d}" for i in range(len(tasks))], 3, {}, StageStats(), quiet=True)
+    sp = stage._pack_split(ctx, 0, "train", metas, "<i4", EOS, PAD)
+    got = [read_bucket(b, L, "<i4") for b in sp.buckets if b.rows]
+    index = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in got])
+    rows = RowBatch.concat([r for _, r in got], L).select(np.argsort(index))
+    whole = ConcatPacker(L, EOS, PAD, tail)
+    want = run(whole, [chunk_of([d for docs in tasks for d in docs])])
+    assert sorted(index.tolist()) == list(range(len(want)))
+    assert np.array_equal(rows.tokens, want.tokens)
+    assert np.array_equal(rows.seg_ends, want.seg_ends) and np.array_equal(rows.seg_counts, want.seg_counts)
+    assert (sp.rows, sp.stats.rows, sp.stats.padding) == (len(want), whole.stats.rows, whole.stats.padding)
+    assert (sp.stats.tail_dropped, sp.stats.eos_dropped) == (
+        whole.stats.tail_dropped,
+        whole.stats.eos_dropped,
+    )

@@ -15,7 +15,7 @@ from conftest import SAMPLE, recipe_with, run
 from dataprep.formats.binrows import open_rows
 from dataprep.formats.mindrecord import MindRecordFile
 from dataprep.formats.rows import RowBatch
-from dataprep.formats.rowspool import RowSpool, ScatterJob, read_part, scatter_bucket
+from dataprep.formats.rowspool import Buckets, RowSpool, ScatterJob, merge_buckets, read_part, scatter_bucket
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, write_shard_file
 from dataprep.report import plot_specs, render, render_plots
 from stages import write_bin as wb
@@ -43,15 +43,17 @@ def test_shard_files_written_by_worker_processes_equal_direct_writing(
     token_dtype = TOKEN_DTYPES[dtype]
     plan = {"train": [1800, 1303]}
     meta = {"plan": plan, "row_length": length, "with_loss_mask": with_loss_mask, "dtype": dtype}
-    spool = RowSpool(tmp_path / "spool", length, token_dtype, None, bucket_rows=1000)
-    spool.add(rows)
+    (tmp_path / "spool").mkdir()
+    spool = RowSpool(tmp_path / "spool", "t", length, token_dtype, Buckets(None, 1, 1000))
+    spool.add(rows, np.arange(len(rows)))
     parts_dir = tmp_path / "parts"
     parts_dir.mkdir()
     files: list[list[tuple[str, list[int]]]] = [[], []]
     start = 0
-    for bucket in spool.close():
+    for i, bucket in enumerate(merge_buckets([spool.close()])):
         job = ScatterJob(
             "train",
+            i,
             bucket,
             length,
             token_dtype,

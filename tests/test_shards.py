@@ -195,3 +195,18 @@ def test_mindrecord_bytes_do_not_depend_on_the_frozen_schema(tmp_path, monkeypat
     frozen = write(tmp_path / "frozen")
     monkeypatch.setattr(mindrecord, "_freeze_schema", lambda writer: None)
     assert write(tmp_path / "asked") == frozen
+
+
+def test_a_split_too_short_for_one_row_gets_no_files(setup):
+    """tail: drop with fewer validation tokens than a row: the validation split is dropped whole
+    (counted), the train split is written, and the run verifies."""
+    base, _, corpus, tok = setup
+    stages = pack_stage(tok, packing="concat", seq_length=1024, tail="drop", validation_fraction=0.02)
+    m = run_prepare(corpus, base / "short-validation", stages, workers=2)
+    validation = m["shards"]["splits"]["validation"]
+    assert validation["documents"] > 0 and validation["rows"] == 0 and validation["files"] == []
+    assert validation["dropped"]["tail_tokens"] == validation["doc_tokens"] + validation["documents"]
+    assert m["shards"]["splits"]["train"]["rows"] > 0
+    from dataprep.formats.verify import verify
+
+    assert verify(base / "short-validation") == []

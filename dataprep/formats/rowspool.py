@@ -1,30 +1,30 @@
 """Packed rows on disk between packing and shard writing: a seeded, bounded-memory shuffle whose
-second half runs one bucket per job, and the parts those jobs leave for the shard files.
+halves both run as jobs on the workers, and the parts it leaves for the shard files.
 
-1. ``RowSpool`` (driver, rows in stream order): with an ``rng`` every row goes to a uniformly
-   random bucket; without, buckets are consecutive runs of ``bucket_rows`` rows. A bucket is one
-   file of records; a record is what one ``flush`` wrote of the bucket.
-2. ``scatter_bucket`` (any process, one job per bucket): reads its bucket whole (memory: one
-   bucket), puts it in final order (the permutation drawn for it, or stream order), drops the rows
-   past ``keep`` in stream order, and cuts what is left at shard-file boundaries into parts. A
-   split's buckets are contiguous in final order, so each job knows where its rows land from the
-   kept rows of the buckets before it, and jobs run in any order, on any worker.
+1. ``RowSpool`` (wherever rows are packed, e.g. one job per task): every row goes to a bucket
+   chosen by its stream index alone (``Buckets``): a uniform hash of (seed, index) when
+   shuffling, consecutive runs of rows when not. Each writer has its own file per bucket; a
+   bucket is its writers' files in a fixed order, whatever process wrote them.
+2. ``scatter_bucket`` (one job per bucket): reads its bucket whole (memory: one bucket), puts it
+   in final order (a permutation seeded for that bucket, or stream order), drops the rows past
+   ``keep`` in stream order, and cuts what is left at shard-file boundaries into parts. A split's
+   buckets are contiguous in final order, so each job knows where its rows land from the kept
+   rows of the buckets before it, and jobs run in any order, on any worker.
 3. ``read_part`` replays a part batch by batch for the shard file it belongs to.
 
-Permuting every bucket uniformly after scattering rows uniformly makes the final order a uniform
+Scattering rows uniformly and permuting every bucket uniformly makes the final order a uniform
 random permutation of all rows. Rows come out in batches of at most ``OUT_ROWS`` of a bucket's
 final order, cut at kept rows and file boundaries; those cuts are recorded with each part, as
 MindRecord files depend on how their rows were cut into writes.
 
-Layouts (little-endian). Bucket record: int64 rows, int64 boundary values, then int64 stream index
-[rows], int32 seg_counts [rows], tokens [rows, row_length] in the shards' token type, int32
-seg_ends. Part: per batch, tokens [n, row_length], int32 seg_counts [n], int32 seg_ends.
-``buckets.u4``: each row's bucket (uint32), in stream order.
+Layouts (little-endian). Bucket file record: int64 rows, int64 boundary values, then int64
+stream index [rows], int32 seg_counts [rows], tokens [rows, row_length] in the shards' token
+type, int32 seg_ends. Part: per batch, tokens [n, row_length], int32 seg_counts [n], int32
+seg_ends.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -48,61 +48,64 @@ COUNTS = (
 
 @dataclass
 class Bucket:
-    path: str
-    rows: int
-    segments: int
+    """One shuffle bucket: its files (read in this order), rows and boundary values in all."""
+
+    paths: list[str]
+    rows: int = 0
+    segments: int = 0
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@dataclass
+class Buckets:
+    """Which bucket each row goes to, by its stream index alone (so any process can place any
+    row): with a ``key`` (shuffling), a 64-bit mix of (key, index) modulo ``count``, uniform and
+    independent per row; without, consecutive runs of ``rows_each`` rows in stream order."""
+
+    key: int | None
+    count: int
+    rows_each: int
+
+    def of(self, index: np.ndarray) -> np.ndarray:
+        index = np.asarray(index, dtype=np.int64)
+        if self.key is None:
+            return index // self.rows_each
+        with np.errstate(over="ignore"):
+            mixed = _splitmix64(index.astype(np.uint64) ^ np.uint64(self.key))
+        return (mixed % np.uint64(self.count)).astype(np.int64)
 
 
 class RowSpool:
-    """Scatters rows (stream order) into bucket files; memory: rows not flushed yet (< FLUSH_BYTES)."""
+    """Writes rows (with their stream index) into bucket files of a spool directory shared by
+    several writers: this one's files are ``bucket<b>.<tag>.rows``. Memory: rows not flushed
+    yet (< FLUSH_BYTES)."""
 
     FLUSH_BYTES = 32 << 20
 
-    def __init__(
-        self,
-        directory: Path,
-        row_length: int,
-        token_dtype: str,
-        rng: np.random.Generator | None,
-        buckets: int = 1,
-        bucket_rows: int = 1 << 62,
-    ):
-        self.dir = directory
-        if directory.exists():
-            shutil.rmtree(directory)
-        directory.mkdir(parents=True)
+    def __init__(self, directory: Path, tag: str, row_length: int, token_dtype: str, buckets: Buckets):
+        self.dir = Path(directory)
+        self.tag = tag
         self.L = row_length
         self.token_dtype = token_dtype
-        self.rng = rng
-        self.bucket_rows = bucket_rows
+        self.buckets = buckets
         self.rows = 0
-        self.buckets: list[Bucket] = [self._new_bucket(b) for b in range(buckets if rng is not None else 1)]
+        self.written: dict[int, Bucket] = {}  # bucket -> this writer's file, rows, boundary values
         self._pending: dict[int, list[tuple[np.ndarray, RowBatch]]] = {}
         self._pending_bytes = 0
-        self._which = open(directory / "buckets.u4", "wb")  # noqa: SIM115 (closed in close)
 
-    def _new_bucket(self, b: int) -> Bucket:
-        return Bucket(str(self.dir / f"bucket{b:05d}.rows"), 0, 0)
-
-    def _bucket_of(self, n: int) -> np.ndarray:
-        """Bucket of each of the next ``n`` rows (draws from the rng when shuffling)."""
-        if self.rng is not None:
-            if len(self.buckets) == 1:
-                return np.zeros(n, dtype=np.int64)
-            return self.rng.integers(0, len(self.buckets), size=n)
-        which = np.arange(self.rows, self.rows + n, dtype=np.int64) // self.bucket_rows
-        while len(self.buckets) <= int(which[-1]):
-            self.buckets.append(self._new_bucket(len(self.buckets)))
-        return which
-
-    def add(self, batch: RowBatch) -> None:
+    def add(self, batch: RowBatch, index: np.ndarray) -> None:
+        """Rows with their stream indices (int64, one per row)."""
         n = len(batch)
         if n == 0:
             return
-        which = self._bucket_of(n)
-        index = np.arange(self.rows, self.rows + n, dtype=np.int64)
+        which = self.buckets.of(index)
         self.rows += n
-        self._which.write(raw(which, "<u4"))
         order = np.argsort(which, kind="stable")
         first, last = int(which[order[0]]), int(which[order[-1]])
         bounds = np.searchsorted(which[order], np.arange(first, last + 2))
@@ -112,8 +115,11 @@ class RowSpool:
                 sel = order[lo:hi]
                 part = batch if hi - lo == n else batch.select(sel)
                 self._pending.setdefault(b, []).append((index[sel], part))
-                self.buckets[b].rows += hi - lo
-                self.buckets[b].segments += len(part.seg_ends)
+                mine = self.written.get(b)
+                if mine is None:
+                    mine = self.written[b] = Bucket([str(self.dir / f"bucket{b:05d}.{self.tag}.rows")])
+                mine.rows += hi - lo
+                mine.segments += len(part.seg_ends)
         self._pending_bytes += batch.tokens.nbytes
         if self._pending_bytes >= self.FLUSH_BYTES:
             self.flush()
@@ -124,7 +130,7 @@ class RowSpool:
             parts = self._pending[b]
             rows = sum(len(index) for index, _ in parts)
             segs = sum(len(batch.seg_ends) for _, batch in parts)
-            with open(self.buckets[b].path, "ab") as f:
+            with open(self.written[b].paths[0], "ab") as f:
                 f.write(raw(np.asarray([rows, segs]), "<i8"))
                 for index, _ in parts:
                     f.write(raw(index, "<i8"))
@@ -137,24 +143,22 @@ class RowSpool:
         self._pending.clear()
         self._pending_bytes = 0
 
-    def close(self) -> list[Bucket]:
-        """Flush everything; the buckets (each file complete) in bucket order."""
+    def close(self) -> dict[int, Bucket]:
+        """Flush everything; this writer's share of each bucket it wrote to."""
         self.flush()
-        self._which.close()
-        return self.buckets
+        return self.written
 
-    def dropped_per_bucket(self, dropped: int) -> np.ndarray:
-        """int64 [buckets]: how many of the last ``dropped`` rows of the stream each bucket holds."""
-        counts = np.zeros(len(self.buckets), dtype=np.int64)
-        if dropped > 0:
-            tail = np.fromfile(self.dir / "buckets.u4", dtype="<u4", offset=(self.rows - dropped) * 4)
-            counts += np.bincount(tail, minlength=len(self.buckets))
-        return counts
 
-    def remove(self) -> None:
-        if not self._which.closed:
-            self._which.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def merge_buckets(shares: list[dict[int, Bucket]]) -> list[Bucket]:
+    """Buckets 0..max from the writers' shares, each bucket's files in the order of ``shares``."""
+    count = 1 + max((b for share in shares for b in share), default=-1)
+    merged = [Bucket([]) for _ in range(count)]
+    for share in shares:
+        for b, mine in share.items():
+            merged[b].paths += mine.paths
+            merged[b].rows += mine.rows
+            merged[b].segments += mine.segments
+    return merged
 
 
 def _read_into(f: BinaryIO, path: str, arrays: tuple[np.ndarray, ...]) -> None:
@@ -165,21 +169,23 @@ def _read_into(f: BinaryIO, path: str, arrays: tuple[np.ndarray, ...]) -> None:
 
 
 def read_bucket(bucket: Bucket, row_length: int, token_dtype: str) -> tuple[np.ndarray, RowBatch]:
-    """(stream index of every row, the rows) of one bucket, its records in the order written."""
+    """(stream index of every row, the rows) of one bucket: its files in order, each file's
+    records in the order written."""
     n, nseg = bucket.rows, bucket.segments
     index, counts = np.empty(n, dtype="<i8"), np.empty(n, dtype="<i4")
     tokens, ends = np.empty((n, row_length), dtype=token_dtype), np.empty(nseg, dtype="<i4")
     r = s = 0
-    with open(bucket.path, "rb") as f:
-        while head := f.read(16):
-            k, kseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
-            if r + k > n or s + kseg > nseg:
-                break
-            sections = (index[r : r + k], counts[r : r + k], tokens[r : r + k], ends[s : s + kseg])
-            _read_into(f, bucket.path, sections)
-            r, s = r + k, s + kseg
+    for path in bucket.paths:
+        with open(path, "rb") as f:
+            while head := f.read(16):
+                k, kseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
+                if r + k > n or s + kseg > nseg:
+                    raise RuntimeError(f"{path}: more rows in the spool than recorded (a bug)")
+                sections = (index[r : r + k], counts[r : r + k], tokens[r : r + k], ends[s : s + kseg])
+                _read_into(f, path, sections)
+                r, s = r + k, s + kseg
     if (r, s) != (n, nseg):
-        raise RuntimeError(f"{bucket.path}: the spool file holds {r} rows, expected {n} (was the disk full?)")
+        raise RuntimeError(f"{bucket.paths}: the spool holds {r} rows, expected {n} (was the disk full?)")
     return index, RowBatch(tokens, ends, counts)
 
 
@@ -189,6 +195,7 @@ class ScatterJob:
     the file boundaries of the split (``file_ends``: cumulative rows), and its permutation."""
 
     split: str
+    number: int
     bucket: Bucket
     row_length: int
     token_dtype: str
@@ -196,7 +203,7 @@ class ScatterJob:
     keep: int  # rows with a stream index >= keep are dropped (equal shards)
     start: int
     file_ends: np.ndarray
-    perm: np.ndarray | None
+    perm_seed: list[int] | None  # the bucket's permutation: default_rng(perm_seed); None: stream order
     parts_dir: str
 
 
@@ -207,7 +214,10 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     of rows, tokens, EOS, padding and segments written and dropped. The bucket file is removed."""
     L, eos = job.row_length, job.eos
     index, rows = read_bucket(job.bucket, L, job.token_dtype)
-    order = job.perm if job.perm is not None else np.arange(len(index))
+    if job.perm_seed is None:  # stream order (a bucket's files hold interleaved runs of it)
+        order = np.argsort(index, kind="stable")
+    else:
+        order = np.random.default_rng(job.perm_seed).permutation(len(index))
     counts = dict.fromkeys(COUNTS, 0)
     parts: dict[int, tuple[int, str, list[int]]] = {}
     files: dict[int, BinaryIO] = {}
@@ -237,7 +247,7 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
                 take = min(int(job.file_ends[k]) - pos, len(batch) - done)
                 piece = batch if take == len(batch) else batch.select(np.arange(done, done + take))
                 if k not in files:
-                    path = Path(job.parts_dir) / f"{job.split}-{k:05d}.{Path(job.bucket.path).stem}.part"
+                    path = Path(job.parts_dir) / f"{job.split}-{k:05d}.{job.number:05d}.part"
                     files[k] = open(path, "wb")  # noqa: SIM115 (closed below)
                     parts[k] = (k, str(path), [])
                 f = files[k]
@@ -250,7 +260,8 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     finally:
         for f in files.values():
             f.close()
-    Path(job.bucket.path).unlink()
+    for path in job.bucket.paths:
+        Path(path).unlink()
     return {"split": job.split, "parts": [parts[k] for k in sorted(parts)], "counts": counts}
 
 

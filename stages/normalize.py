@@ -198,10 +198,28 @@ def _fix_cjk_read_as_latin1(text: str) -> tuple[str, int]:
     return LATIN1_SEGMENT.sub(repl, text), fixed
 
 
+MOJIBAKE_ROUNDS = 8
+
+
 def repair_mojibake(text: str, latin1: bool = True, gbk_leads: bool = True) -> tuple[str, int]:
     """(repaired text, number of repairs). Only recognisable mojibake is changed.
     ``latin1=False`` / ``gbk_leads=False`` state that ``text`` has no U+0080-U+00FF character / no
-    character UTF-8 read as GBK starts with (the checks for them are then skipped)."""
+    character UTF-8 read as GBK starts with (the checks for them are then skipped).
+
+    Repeated until nothing changes (at most MOJIBAKE_ROUNDS rounds; every repair shortens the
+    text), so that repairing again changes nothing: one repair can leave new mojibake behind
+    ("ÃÃÃÃ©" -> "ÃÃÃé", itself GBK read as Latin-1)."""
+    fixes = 0
+    for _ in range(MOJIBAKE_ROUNDS):
+        repaired, n = _repair_mojibake_once(text, latin1, gbk_leads)
+        if repaired == text:
+            break
+        text, fixes = repaired, fixes + n
+        latin1 = gbk_leads = True
+    return text, fixes
+
+
+def _repair_mojibake_once(text: str, latin1: bool, gbk_leads: bool) -> tuple[str, int]:
     fixes = 0
     if latin1 and LATIN1_HIGH.search(text):
         if GBK_AS_LATIN1.search(text):

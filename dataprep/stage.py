@@ -369,7 +369,7 @@ class ShardWriter:
     actual_seq_len) in the file's row order, and ``close_file(handle)`` returns the file's
     manifest entry. ``commit`` (driver, once every file is closed) e.g. moves a staging directory
     into place. ``warm_up`` (a module-level function of one ignored argument, e.g. a slow import)
-    is started on the workers while the driver packs.
+    may be run ahead by a driver that writes the files itself.
     """
 
     name: ClassVar[str] = ""

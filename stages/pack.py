@@ -578,7 +578,8 @@ class Pack(GlobalStage):
             raise RecipeError("pack.writers: a format is named twice")
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
-        """The shard writers' warm-ups (e.g. MindRecord's MindSpore import)."""
+        """The shard writers' warm-ups (e.g. MindRecord's MindSpore import), for a driver that
+        writes the files itself (one worker)."""
         return [w for w in (registry.get(name).warm_up for name in self.params.writers) if w is not None]
 
     # -- workers
@@ -765,9 +766,8 @@ class Pack(GlobalStage):
             raise RecipeError(
                 "pack: no documents reached the train split (all dropped, or validation_fraction too high)"
             )
-        for warm_up in self.warm_ups():  # e.g. a slow import, on idle workers while the driver packs
-            for _ in range(ctx.workers):  # whichever worker writes
-                ctx.start(warm_up, None)
+        # (no warm-up of the workers here: packing keeps them busy, and a worker imports what a
+        # writer needs with its first file; a one-worker run warms the driver ahead, see warm_ups)
         # 1. pack every split into its spool (shuffle buckets)
         token_dtype = TOKEN_DTYPES[dtype]
         spooled: dict[str, Spooled] = {}

@@ -1,12 +1,12 @@
 """Shard writer for MindRecord: shards/mindrecord/<split>-NNNNN.mindrecord (+ .db), one standalone
 file per shard, following the shard plan so files line up with the .bin files row for row.
 
-Files are written wherever the shard-file jobs run (the workers, where ``warm_up`` imported
-MindSpore, a ~3 s import, while the driver packed), into shards/.mindrecord.staging; the directory
-is moved into place whole by ``commit`` once every file is committed (MindRecord headers store
-bare file names: files must never be renamed). A MindRecord file's bytes depend on how its rows
-were cut into writes: the same rows in the same batches give the same file. Schema and reading:
-:mod:`dataprep.formats.mindrecord`.
+Files are written wherever the shard-file jobs run (each worker imports MindSpore, ~3 s, with
+its first file; a one-worker run imports it ahead with ``warm_up``), into
+shards/.mindrecord.staging; the directory is moved into place whole by ``commit`` once every file
+is committed (MindRecord headers store bare file names: files must never be renamed). A
+MindRecord file's bytes depend on how its rows were cut into writes: the same rows in the same
+batches give the same file. Schema and reading: :mod:`dataprep.formats.mindrecord`.
 """
 
 from __future__ import annotations

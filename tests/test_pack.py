@@ -371,3 +371,17 @@ def test_concat_packed_one_job_per_task_equals_packing_the_whole_stream(
         whole.stats.tail_dropped,
         whole.stats.eos_dropped,
     )
+
+
+def test_a_spool_writer_run_again_replaces_its_files(tmp_path, monkeypatch):
+    """A job retried after a partial run (e.g. its worker died) must not append to what the first
+    attempt left behind."""
+    monkeypatch.setattr(RowSpool, "FLUSH_BYTES", 1)
+    rows = rows_numbered(40)
+    for _ in range(2):
+        spool = RowSpool(tmp_path, "t", 4, "<i4", Buckets(3, 2, 1 << 62))
+        for lo in range(0, 40, 10):
+            spool.add(rows.select(np.arange(lo, lo + 10)), np.arange(lo, lo + 10))
+        buckets = merge_buckets([spool.close()])
+    index = np.concatenate([read_bucket(b, 4, "<i4")[0] for b in buckets])
+    assert sorted(index.tolist()) == list(range(40))

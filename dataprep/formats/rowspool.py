@@ -98,6 +98,7 @@ class RowSpool:
         self.written: dict[int, Bucket] = {}  # bucket -> this writer's file, rows, boundary values
         self._pending: dict[int, list[tuple[np.ndarray, RowBatch]]] = {}
         self._pending_bytes = 0
+        self._flushed: set[int] = set()
 
     def add(self, batch: RowBatch, index: np.ndarray) -> None:
         """Rows with their stream indices (int64, one per row)."""
@@ -130,7 +131,9 @@ class RowSpool:
             parts = self._pending[b]
             rows = sum(len(index) for index, _ in parts)
             segs = sum(len(batch.seg_ends) for _, batch in parts)
-            with open(self.written[b].paths[0], "ab") as f:
+            mode = "ab" if b in self._flushed else "wb"  # a retried job starts its files afresh
+            self._flushed.add(b)
+            with open(self.written[b].paths[0], mode) as f:
                 f.write(raw(np.asarray([rows, segs]), "<i8"))
                 for index, _ in parts:
                     f.write(raw(index, "<i8"))

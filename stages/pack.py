@@ -362,9 +362,12 @@ def make_packer(params: PackParams, eos: int, pad: int) -> ConcatPacker | PadPac
     return BestFitPacker(L, eos, pad, params.long_docs, params.bestfit_window_rows)
 
 
-def task_chunks(work: Path, task_id: str, split: str, with_cuts: bool) -> Iterator[DocChunk]:
-    """The documents one task spilled for ``split``, in chunks of about CHUNK_TOKENS tokens (none
-    when it spilled none); ``with_cuts``: with their cut points, when the tokenizer recorded them."""
+def task_chunks(
+    work: Path, task_id: str, split: str, with_cuts: bool, dtype: str = "<i4"
+) -> Iterator[DocChunk]:
+    """The documents one task spilled for ``split`` (tokens stored as ``dtype``), in chunks of
+    about CHUNK_TOKENS tokens (none when it spilled none); ``with_cuts``: with their cut points,
+    when the tokenizer recorded them."""
     docs_path = work / f"{task_id}.{split}.docs"
     if not docs_path.exists():
         return
@@ -378,7 +381,7 @@ def task_chunks(work: Path, task_id: str, split: str, with_cuts: bool) -> Iterat
         while lo < len(table):
             hi = int(np.searchsorted(tok_off, tok_off[lo] + CHUNK_TOKENS, side="right")) - 1
             hi = min(max(hi, lo + 1), len(table))
-            tokens = np.fromfile(f, dtype="<i4", count=int(tok_off[hi] - tok_off[lo]))
+            tokens = np.fromfile(f, dtype=dtype, count=int(tok_off[hi] - tok_off[lo]))
             cuts = None
             if all_cuts is not None:
                 cuts = [all_cuts[cut_off[i] : cut_off[i + 1]] for i in range(lo, hi)]
@@ -403,6 +406,7 @@ class ConcatTaskJob:
     spool_dir: str
     token_dtype: str
     buckets: Buckets
+    spill_dtype: str = "<i4"  # how the task spilled its tokens (meta.json "token_dtype")
 
 
 def pack_concat_task(job: ConcatTaskJob) -> dict[str, Any]:
@@ -416,7 +420,7 @@ def pack_concat_task(job: ConcatTaskJob) -> dict[str, Any]:
     head_ends: list[np.ndarray] = []
     size = head_size = 0
     row = (job.offset + need) // L
-    for chunk in task_chunks(Path(job.work_dir), job.task_id, job.split, with_cuts=False):
+    for chunk in task_chunks(Path(job.work_dir), job.task_id, job.split, False, job.spill_dtype):
         stream, ends = chunk.stream(job.eos)
         size += len(stream)
         if need:
@@ -569,6 +573,7 @@ class Pack(GlobalStage):
         super().__init__(params)
         self._files: dict[str, Any] = {}
         self._meta: dict[str, dict[str, int]] = {}
+        self._spill_dtype = "<i4"
 
     def setup(self, ctx: DriverContext) -> None:
         for name in self.params.writers:
@@ -585,6 +590,9 @@ class Pack(GlobalStage):
     # -- workers
     def begin_task(self, ctx: StageContext) -> None:
         self._files = {}
+        # token spills in uint16 when every id of the tokenizer fits: half the disk and I/O
+        size = ctx.artifacts.get("tokenizer", {}).get("size", 1 << 31)
+        self._spill_dtype = "<u2" if size <= UINT16_LIMIT else "<i4"
         self._meta = {s: {"documents": 0, "doc_tokens": 0, "min_id": -1, "max_id": -1} for s in SPLITS}
         self._tag = f"tmp{os.getpid()}"
 
@@ -606,7 +614,15 @@ class Pack(GlobalStage):
             flat = np.concatenate(arrays)
             cuts = [d.meta_get("tokenize", {}).get("cuts", []) for d in docs]
             table = np.asarray([[len(a), len(c)] for a, c in zip(arrays, cuts, strict=True)], dtype="<i8")
-            self._spill(ctx, split, "tokens").write(raw(flat, "<i4"))
+            if (
+                len(flat)
+                and self._spill_dtype == "<u2"
+                and not 0 <= int(flat.min()) <= int(flat.max()) < UINT16_LIMIT
+            ):
+                raise RuntimeError(
+                    "pack: token ids outside the tokenizer's ids: the tokenizer file is inconsistent"
+                )
+            self._spill(ctx, split, "tokens").write(raw(flat, self._spill_dtype))
             self._spill(ctx, split, "docs").write(raw(table, "<i8"))
             if any(cuts):
                 flat_cuts = np.asarray([c for cs in cuts for c in cs], dtype="<i4")
@@ -625,7 +641,8 @@ class Pack(GlobalStage):
         for key, f in self._files.items():
             f.close()
             os.replace(f.name, ctx.work_dir / f"{ctx.task_id}.{key}")
-        (ctx.work_dir / f"{ctx.task_id}.meta.json").write_text(json.dumps(self._meta))
+        meta = {**self._meta, "token_dtype": self._spill_dtype}
+        (ctx.work_dir / f"{ctx.task_id}.meta.json").write_text(json.dumps(meta))
         self._files = {}
 
     # -- driver
@@ -679,6 +696,7 @@ class Pack(GlobalStage):
                         str(spool_dir),
                         token_dtype,
                         assign,
+                        metas[i].get("token_dtype", "<i4"),
                     )
                     for i, t in enumerate(ctx.task_ids)
                     if sizes[i]
@@ -707,8 +725,8 @@ class Pack(GlobalStage):
                 _in_order(ctx, pack_concat_task, jobs, join)
                 packer.stats.rows += rows
             else:
-                for t in ctx.task_ids:
-                    for chunk in task_chunks(ctx.work_dir, t, split, with_cuts=True):
+                for t, m in zip(ctx.task_ids, metas, strict=True):
+                    for chunk in task_chunks(ctx.work_dir, t, split, True, m.get("token_dtype", "<i4")):
                         for batch in packer.add(chunk):
                             driver.add(batch, np.arange(rows, rows + len(batch)))
                             rows += len(batch)

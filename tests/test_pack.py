@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ from stages.pack import (
     _bucket_order,
     piece_ends,
     split_of,
+    task_chunks,
 )
 
 EOS, PAD = 2, 0
@@ -314,19 +316,21 @@ def test_a_truncated_spool_file_is_an_error_not_short_rows(tmp_path, monkeypatch
         read_bucket(bucket, 3, "<i4")
 
 
-def spill_tasks(work: Path, tasks: list[list[np.ndarray]]) -> list[dict]:
-    """Task spills of the train split, as Pack.compute leaves them; their metas."""
+def spill_tasks(work: Path, tasks: list[list[np.ndarray]], dtype: str = "<i4") -> list[dict]:
+    """Task spills of the train split, as Pack.compute leaves them (tokens as ``dtype``); their
+    metas."""
     metas = []
     for i, docs in enumerate(tasks):
         t = f"t{i:05d}"
         if docs:
             np.asarray([[len(d), 0] for d in docs], dtype="<i8").tofile(work / f"{t}.train.docs")
-            np.concatenate(docs).astype("<i4").tofile(work / f"{t}.train.tokens")
+            np.concatenate(docs).astype(dtype).tofile(work / f"{t}.train.tokens")
         total = int(sum(len(d) for d in docs))
         metas.append(
             {
                 "train": {"documents": len(docs), "doc_tokens": total, "min_id": 10, "max_id": 999},
                 "validation": {"documents": 0, "doc_tokens": 0, "min_id": -1, "max_id": -1},
+                "token_dtype": dtype,
             }
         )
     return metas
@@ -338,9 +342,10 @@ def spill_tasks(work: Path, tasks: list[list[np.ndarray]]) -> list[dict]:
     L=st.integers(2, 12),
     shuffle=st.booleans(),
     tail=st.sampled_from(["pad", "drop"]),
+    spill=st.sampled_from(["<i4", "<u2"]),
 )
 def test_concat_packed_one_job_per_task_equals_packing_the_whole_stream(
-    tmp_path_factory, monkeypatch, task_docs, L, shuffle, tail
+    tmp_path_factory, monkeypatch, task_docs, L, shuffle, tail, spill
 ):
     """Rows spanning tasks (tasks shorter than a row, offsets on a row boundary, empty tasks) are
     joined by the driver; every row keeps its stream index."""
@@ -352,7 +357,7 @@ def test_concat_packed_one_job_per_task_equals_packing_the_whole_stream(
     monkeypatch.setattr(pack_module, "CHUNK_TOKENS", 16)  # several chunks per task
     work = tmp_path_factory.mktemp("work")
     tasks = [make_docs(lengths, seed=i) for i, lengths in enumerate(task_docs)]
-    metas = spill_tasks(work, tasks)
+    metas = spill_tasks(work, tasks, spill)
     if not any(tasks):
         return
     stage = Pack(PackParams(seq_length=L - 1, shuffle=shuffle, tail=tail, shuffle_buffer_mb=1))
@@ -385,3 +390,27 @@ def test_a_spool_writer_run_again_replaces_its_files(tmp_path, monkeypatch):
         buckets = merge_buckets([spool.close()])
     index = np.concatenate([read_bucket(b, 4, "<i4")[0] for b in buckets])
     assert sorted(index.tolist()) == list(range(40))
+
+
+@pytest.mark.parametrize(
+    ("size", "spill", "itemsize"), [(8192, "<u2", 2), (65536, "<u2", 2), (100_000, "<i4", 4)]
+)
+def test_tasks_spill_tokens_in_uint16_when_every_id_fits(tmp_path, size, spill, itemsize):
+    from dataprep.document import Document
+    from dataprep.stage import StageContext
+    from dataprep.stats import StageStats
+    from stages.pack import Pack, PackParams
+
+    stage = Pack(PackParams())
+    ctx = StageContext(StageStats(), tmp_path, "t00000", artifacts={"tokenizer": {"size": size}})
+    docs = [Document(f"d{i}", "x", "s") for i in range(3)]
+    for i, doc in enumerate(docs):
+        doc.tokens = np.asarray([0, size - 1, 7 + i], dtype=np.int32)
+    stage.begin_task(ctx)
+    stage.compute(docs, ctx)
+    stage.finish_compute(ctx)
+    meta = json.loads((tmp_path / "t00000.meta.json").read_text())
+    assert meta["token_dtype"] == spill
+    assert (tmp_path / "t00000.train.tokens").stat().st_size == 9 * itemsize
+    chunk = next(task_chunks(tmp_path, "t00000", "train", False, spill))
+    assert chunk.tokens.tolist() == [t for d in docs for t in d.tokens.tolist()]  # 65535 survives

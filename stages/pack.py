@@ -12,8 +12,9 @@ decide: per split, the spills are packed in task order (stream order):
   (``long_docs: split``, at paragraph cuts when the tokenizer recorded them) or truncated
   (``long_docs: truncate``: its first row_length - 1 tokens plus the EOS are kept).
 * ``bestfit``: best-fit-decreasing bin packing of the documents within a window of
-  ``bestfit_window_rows`` rows' worth of tokens: documents that fit a row are never split;
-  longer ones are split as in ``pad``. Padding and splits are reported against ``concat``.
+  ``bestfit_window_rows`` rows' worth of tokens (windows end with each task): documents that fit
+  a row are never split; longer ones are split as in ``pad``. Padding and splits are reported
+  against ``concat``.
 
 Every row carries ``actual_seq_len`` (cumulative ends of its document pieces). Rows then go
 through a seeded, bounded-memory shuffle (:mod:`dataprep.formats.rowspool`: rows scattered into
@@ -23,15 +24,17 @@ multiple of ``shard_multiple``: the last ``rows mod files`` rows of the train st
 and counted (``equal_shards``). Token accounting is checked before the manifest is written:
 tokens = Σ document tokens + documents (EOS) - dropped; EOS written = documents - EOS dropped.
 
-Where it runs: ``concat`` packs one task per job on the workers (each task's stream offset is
-known from the counts the tasks reported, so its rows' numbers are too), and the driver joins
-only the rows that span tasks; ``pad`` and ``bestfit`` pack in the driver. The shuffle's
-second half is one job per bucket and each shard file is one job, on the workers. Outputs do not
+Where it runs: on the workers, one job per task. ``concat``: each task's stream offset is known
+from the counts the tasks reported, so a job numbers its rows itself, and the driver joins only
+the rows that span tasks. ``pad`` / ``bestfit``: each task packs its documents on its own, then
+a second job per task moves its rows into the shuffle buckets under their stream numbers. The
+shuffle's second half is one job per bucket and each shard file is one job. Outputs do not
 depend on the number of workers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -54,6 +57,7 @@ from dataprep.formats.rowspool import (
     Buckets,
     RowSpool,
     ScatterJob,
+    iter_records,
     merge_buckets,
     scatter_bucket,
 )
@@ -75,7 +79,9 @@ class PackParams:
     long_docs: Literal["split", "truncate"] = param(
         "split", help="pad/bestfit: documents longer than a row are split over rows, or truncated"
     )
-    bestfit_window_rows: int = param(4096, help="bestfit: rows' worth of tokens packed together")
+    bestfit_window_rows: int = param(
+        4096, help="bestfit: rows' worth of tokens packed together (a window ends with its task)"
+    )
     validation_fraction: float = param(0.0, help="share of documents (by id hash) in the validation split")
     shuffle: bool = param(True, help="shuffle rows (seeded by the recipe seed, bounded memory)")
     shuffle_buffer_mb: int = param(256, help="memory bound of one shuffle bucket")
@@ -150,6 +156,14 @@ class PackStats:
     split_docs: int = 0
     hard_cuts: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: PackStats) -> None:
+        """Add another packer's counts (e.g. one task's) to these."""
+        for f in dataclasses.fields(self):
+            if f.name != "extra":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        for k, v in other.extra.items():
+            self.extra[k] = self.extra.get(k, 0) + v
 
 
 def _rows_from_pieces(pieces: list[list[np.ndarray]], row_length: int, pad: int) -> RowBatch:
@@ -390,11 +404,10 @@ def task_chunks(
 
 
 @dataclass
-class ConcatTaskJob:
-    """Concat packing of one task's documents of one split, whose stream (EOS included) starts
-    at global token ``offset``: the rows lying wholly inside it go to the spool under their
-    global row numbers; the tokens before its first row boundary (head) and after its last
-    (tail) go back to the driver, which joins them with its neighbours'."""
+class PackJob:
+    """Packing of one task's documents of one split (``task_id``, its token spill type
+    ``spill_dtype``) into a spool directory; for concat, its stream (EOS included) starts at the
+    global token ``offset``."""
 
     work_dir: str
     task_id: str
@@ -405,14 +418,19 @@ class ConcatTaskJob:
     pad: int
     spool_dir: str
     token_dtype: str
-    buckets: Buckets
-    spill_dtype: str = "<i4"  # how the task spilled its tokens (meta.json "token_dtype")
+    params: PackParams
+    spill_dtype: str = "<i4"
+    buckets: Buckets | None = None
 
 
-def pack_concat_task(job: ConcatTaskJob) -> dict[str, Any]:
-    """Runs in any process. Returns head and tail (tokens, document ends), the stream ``size``
-    (tokens, EOS included), ``rows`` spooled and this task's share of each bucket."""
+def pack_concat_task(job: PackJob) -> dict[str, Any]:
+    """Concat, one task, in any process: the rows lying wholly inside its stream go to the spool
+    under their global row numbers; the tokens before its first row boundary (``head``) and after
+    its last (``tail``) go back, as (tokens, document ends), for the driver to join with its
+    neighbours'. Also returns the stream ``size`` (tokens, EOS included), ``rows`` spooled and
+    this task's share of each bucket."""
     L = job.row_length
+    assert job.buckets is not None
     packer = ConcatPacker(L, job.eos, job.pad, "pad")
     spool = RowSpool(Path(job.spool_dir), job.task_id, L, job.token_dtype, job.buckets)
     need = (-job.offset) % L  # tokens before the first row boundary
@@ -445,6 +463,127 @@ def pack_concat_task(job: ConcatTaskJob) -> dict[str, Any]:
         "rows": spool.rows,
         "buckets": spool.close(),
     }
+
+
+def _pack_concat(
+    ctx: DriverContext, base: PackJob, tasks: list[tuple[str, int, int, str]], assign: Buckets, bar: Any
+) -> tuple[list[dict[int, Bucket]], PackStats]:
+    """Concat packing, one job per task; the driver joins the rows that span tasks (in stream
+    order, as the results come in) and packs the stream's last partial row."""
+    L = base.row_length
+    offsets = np.concatenate([[0], np.cumsum([size for _, size, _, _ in tasks])])
+    jobs = [
+        dataclasses.replace(base, task_id=t, offset=int(offsets[i]), spill_dtype=dtype, buckets=assign)
+        for i, (t, _, _, dtype) in enumerate(tasks)
+    ]
+    packer = ConcatPacker(L, base.eos, base.pad, base.params.tail)
+    driver = RowSpool(Path(base.spool_dir), "driver", L, base.token_dtype, assign)
+    shares: list[dict[int, Bucket]] = []
+    pos = 0  # global offset of the first token the packer holds
+
+    def join(result: dict[str, Any]) -> None:
+        nonlocal pos
+        job = jobs[len(shares)]
+        shares.append(result["buckets"])
+        packer.stats.rows += result["rows"]
+        tail_start = job.offset + result["size"] - len(result["tail"][0])
+        for start, (tokens, ends) in ((job.offset, result["head"]), (tail_start, result["tail"])):
+            if not len(tokens):
+                continue
+            if packer.carried == 0:
+                pos = start
+            if pos + packer.carried != start:
+                raise RuntimeError(f"pack: {job.task_id} does not continue the stream (a bug)")
+            for batch in packer.add_stream(tokens, ends):
+                driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
+                pos += len(batch) * L
+        bar.update(tasks[len(shares) - 1][2], 0)
+
+    _in_order(ctx, pack_concat_task, jobs, join)
+    for batch in packer.finish():
+        driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
+    return [*shares, driver.close()], packer.stats
+
+
+def pack_task_alone(job: PackJob) -> dict[str, Any]:
+    """pad / bestfit, one task, in any process: its documents packed on their own, rows spooled
+    in order under local numbers into one file. Returns ``rows``, the packer's ``stats`` and
+    the file (a Bucket, or None without rows)."""
+    packer = make_packer(job.params, job.eos, job.pad)
+    spool = RowSpool(
+        Path(job.spool_dir), job.task_id, job.row_length, job.token_dtype, Buckets(None, 1, 1 << 62)
+    )
+    rows = 0
+    chunks = task_chunks(Path(job.work_dir), job.task_id, job.split, True, job.spill_dtype)
+    for batches in (*(packer.add(chunk) for chunk in chunks), packer.finish()):
+        for batch in batches:
+            spool.add(batch, np.arange(rows, rows + len(batch), dtype=np.int64))
+            rows += len(batch)
+    return {"rows": rows, "stats": packer.stats, "file": spool.close().get(0)}
+
+
+@dataclass
+class RespoolJob:
+    """A task's rows (one spool file, local numbers) moved into the shuffle buckets under their
+    stream numbers (local + ``offset``)."""
+
+    file: Bucket
+    offset: int
+    tag: str
+    spool_dir: str
+    row_length: int
+    token_dtype: str
+    buckets: Buckets
+
+
+def respool_task(job: RespoolJob) -> dict[int, Bucket]:
+    """Runs in any process, a record at a time; the task's file is removed. Returns this task's
+    share of each bucket."""
+    spool = RowSpool(Path(job.spool_dir), job.tag, job.row_length, job.token_dtype, job.buckets)
+    for index, batch in iter_records(job.file.paths[0], job.row_length, job.token_dtype):
+        spool.add(batch, index + job.offset)
+    Path(job.file.paths[0]).unlink()
+    return spool.close()
+
+
+def _pack_per_task(
+    ctx: DriverContext,
+    base: PackJob,
+    tasks: list[tuple[str, int, int, str]],
+    key: int | None,
+    bucket_rows: int,
+    bar: Any,
+) -> tuple[list[dict[int, Bucket]], PackStats, Buckets]:
+    """pad / bestfit: every task packed on its own, then its rows moved into the buckets once
+    the row counts (hence the stream numbers) of all tasks are known."""
+    alone = Path(base.spool_dir) / "tasks"
+    alone.mkdir()
+    jobs = [
+        dataclasses.replace(base, task_id=t, spill_dtype=dtype, spool_dir=str(alone))
+        for t, _, _, dtype in tasks
+    ]
+    results: list[dict[str, Any]] = []
+
+    def take(result: dict[str, Any]) -> None:
+        results.append(result)
+        bar.update(tasks[len(results) - 1][2], 0)
+
+    _in_order(ctx, pack_task_alone, jobs, take)
+    stats = PackStats()
+    for result in results:
+        stats.add(result["stats"])
+    assign = Buckets(key, max(1, math.ceil(stats.rows / bucket_rows)), bucket_rows)
+    offsets = np.concatenate([[0], np.cumsum([r["rows"] for r in results])])
+    moves = (
+        RespoolJob(
+            r["file"], int(offsets[i]), job.task_id, base.spool_dir, base.row_length, base.token_dtype, assign
+        )
+        for i, (r, job) in enumerate(zip(results, jobs, strict=True))
+        if r["file"] is not None
+    )
+    shares: list[dict[int, Bucket]] = []
+    _in_order(ctx, respool_task, moves, shares.append)
+    return shares, stats, assign
 
 
 class _Done:
@@ -656,91 +795,50 @@ class Pack(GlobalStage):
         eos: int,
         pad: int,
     ) -> Spooled:
-        """Pack one split into its spool. ``concat``: one job per task on the workers (a task's
-        rows start at a token offset known from the counts every task reported), the driver
-        joining only the rows that span tasks; ``pad`` and ``bestfit`` pack in the driver."""
+        """Pack one split into its spool, one job per task on the workers. ``concat``: a task's
+        rows start at a token offset known from the counts every task reported, so it numbers
+        its rows itself and the driver joins only the rows that span tasks. ``pad`` and
+        ``bestfit``: each task packs its documents on its own (bestfit's windows end with the
+        task), then, once every task's row count is known, a second job per task moves its rows
+        into the shuffle buckets under their stream numbers."""
         from dataprep.progress import Progress
 
         p = self.params
         L = p.seq_length + 1
-        sizes = [m[split]["doc_tokens"] + m[split]["documents"] for m in metas]  # EOS included
-        est_rows = math.ceil(sum(sizes) / L) * (1.0 if p.packing == "concat" else 1.2) + 1
-        bucket_rows = max(1, (p.shuffle_buffer_mb << 20) // (3 * L * 4))
         key = (
             int(np.random.SeedSequence([ctx.seed, sid]).generate_state(1, np.uint64)[0])
             if p.shuffle
             else None
         )
-        assign = Buckets(key, max(1, math.ceil(est_rows / bucket_rows)), bucket_rows)
+        bucket_rows = max(1, (p.shuffle_buffer_mb << 20) // (3 * L * 4))
         spool_dir = ctx.work_dir / f"spool-{split}"
         shutil.rmtree(spool_dir, ignore_errors=True)
         spool_dir.mkdir(parents=True)
-        packer = make_packer(p, eos, pad)
-        driver = RowSpool(spool_dir, "driver", L, token_dtype, assign)
-        shares: list[dict[int, Bucket]] = []
-        rows = 0
-        with Progress(
-            f"pack {split}", total_docs=sum(m[split]["documents"] for m in metas), quiet=ctx.quiet
-        ) as bar:
-            if isinstance(packer, ConcatPacker):
-                offsets = np.concatenate([[0], np.cumsum(sizes)])
-                jobs = [
-                    ConcatTaskJob(
-                        str(ctx.work_dir),
-                        t,
-                        split,
-                        int(offsets[i]),
-                        L,
-                        eos,
-                        pad,
-                        str(spool_dir),
-                        token_dtype,
-                        assign,
-                        metas[i].get("token_dtype", "<i4"),
-                    )
-                    for i, t in enumerate(ctx.task_ids)
-                    if sizes[i]
-                ]
-                job_docs = [m[split]["documents"] for m, size in zip(metas, sizes, strict=True) if size]
-                pos = 0  # global offset of the first token the packer holds
-
-                def join(result: dict[str, Any]) -> None:  # the rows spanning tasks, in stream order
-                    nonlocal pos, rows
-                    job = jobs[len(shares)]
-                    shares.append(result["buckets"])
-                    rows += result["rows"]
-                    tail_start = job.offset + result["size"] - len(result["tail"][0])
-                    for start, (tokens, ends) in ((job.offset, result["head"]), (tail_start, result["tail"])):
-                        if not len(tokens):
-                            continue
-                        if packer.carried == 0:
-                            pos = start
-                        if pos + packer.carried != start:
-                            raise RuntimeError(f"pack: {job.task_id} does not continue the stream (a bug)")
-                        for batch in packer.add_stream(tokens, ends):
-                            driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
-                            pos += len(batch) * L
-                    bar.update(job_docs[len(shares) - 1], 0)
-
-                _in_order(ctx, pack_concat_task, jobs, join)
-                packer.stats.rows += rows
+        tasks = [
+            (
+                t,
+                m[split]["doc_tokens"] + m[split]["documents"],
+                m[split]["documents"],
+                m.get("token_dtype", "<i4"),
+            )
+            for t, m in zip(ctx.task_ids, metas, strict=True)
+            if m[split]["documents"]
+        ]
+        documents = sum(docs for _, _, docs, _ in tasks)
+        job = PackJob(str(ctx.work_dir), "", split, 0, L, eos, pad, str(spool_dir), token_dtype, p)
+        with Progress(f"pack {split}", total_docs=documents, quiet=ctx.quiet) as bar:
+            if p.packing == "concat":
+                rows = math.ceil(sum(size for _, size, _, _ in tasks) / L)
+                assign = Buckets(key, max(1, math.ceil(rows / bucket_rows)), bucket_rows)
+                shares, stats = _pack_concat(ctx, job, tasks, assign, bar)
             else:
-                for t, m in zip(ctx.task_ids, metas, strict=True):
-                    for chunk in task_chunks(ctx.work_dir, t, split, True, m.get("token_dtype", "<i4")):
-                        for batch in packer.add(chunk):
-                            driver.add(batch, np.arange(rows, rows + len(batch)))
-                            rows += len(batch)
-                        bar.update(len(chunk.lengths), 0)
-                pos = rows * L
-            for batch in packer.finish():
-                driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
-        shares.append(driver.close())
+                shares, stats, assign = _pack_per_task(ctx, job, tasks, key, bucket_rows, bar)
         return Spooled(
             spool_dir,
             merge_buckets(shares),
             assign,
             sum(b.rows for share in shares for b in share.values()),
-            packer.stats,
+            stats,
         )
 
     def _dtype(self, vocab_size: int) -> str:

@@ -414,3 +414,49 @@ def test_tasks_spill_tokens_in_uint16_when_every_id_fits(tmp_path, size, spill, 
     assert (tmp_path / "t00000.train.tokens").stat().st_size == 9 * itemsize
     chunk = next(task_chunks(tmp_path, "t00000", "train", False, spill))
     assert chunk.tokens.tolist() == [t for d in docs for t in d.tokens.tolist()]  # 65535 survives
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    task_docs=st.lists(st.lists(st.integers(1, 30), max_size=6), min_size=1, max_size=6),
+    L=st.integers(2, 12),
+    packing=st.sampled_from(["pad", "bestfit"]),
+    long_docs=st.sampled_from(["split", "truncate"]),
+    shuffle=st.booleans(),
+)
+def test_pad_and_bestfit_pack_each_task_on_its_own_and_keep_stream_order(
+    tmp_path_factory, task_docs, L, packing, long_docs, shuffle
+):
+    """Every task is packed on its own (bestfit windows end with the task), then its rows are
+    numbered after the rows of the tasks before it."""
+    from dataprep.stage import DriverContext
+    from dataprep.stats import StageStats
+    from stages.pack import Pack, PackParams, make_packer
+
+    work = tmp_path_factory.mktemp("work")
+    tasks = [make_docs(lengths, seed=i) for i, lengths in enumerate(task_docs)]
+    metas = spill_tasks(work, tasks, "<u2")
+    if not any(tasks):
+        return
+    params = PackParams(
+        seq_length=L - 1, packing=packing, long_docs=long_docs, shuffle=shuffle, bestfit_window_rows=2
+    )
+    ctx = DriverContext(work, work, [f"t{i:05d}" for i in range(len(tasks))], 3, {}, StageStats(), quiet=True)
+    sp = Pack(params)._pack_split(ctx, 0, "train", metas, "<i4", EOS, PAD)
+    got = [read_bucket(b, L, "<i4") for b in sp.buckets if b.rows]
+    index = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in got])
+    rows = RowBatch.concat([r for _, r in got], L).select(np.argsort(index))
+    want, stats = [], PackStats()
+    for docs in tasks:
+        if docs:
+            packer = make_packer(params, EOS, PAD)
+            want.append(run(packer, [chunk_of(docs)]))
+            stats.add(packer.stats)
+    want = RowBatch.concat(want, L)
+    assert sorted(index.tolist()) == list(range(len(want)))
+    assert np.array_equal(rows.tokens, want.tokens)
+    assert np.array_equal(rows.seg_ends, want.seg_ends) and np.array_equal(rows.seg_counts, want.seg_counts)
+    assert sp.stats == stats and sp.rows == stats.rows == len(want)
+    assert not (work / "spool-train" / "tasks").exists() or not any(
+        (work / "spool-train" / "tasks").iterdir()
+    )

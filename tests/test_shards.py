@@ -157,12 +157,14 @@ def test_shuffled_validation_run_and_minddataset_shards(setup):
     assert sorted(in_order) == sorted(expected) and in_order != expected
 
 
-def test_same_shards_whatever_the_worker_count(setup):
+@pytest.mark.parametrize("packing", ["concat", "bestfit"])
+def test_same_shards_whatever_the_worker_count(setup, packing):
     base, _, corpus, tok = setup
-    stages = [{"tokenize": {"tokenizer": str(tok)}}, {"pack": {"seq_length": 48, "validation_fraction": 0.1}}]
+    pack = {"seq_length": 48, "validation_fraction": 0.1, "packing": packing}
+    stages = [{"tokenize": {"tokenizer": str(tok)}}, {"pack": pack}]
     digests = []
     for workers in (1, 2):
-        m = run_prepare(corpus, base / f"det{workers}", stages, workers=workers)
+        m = run_prepare(corpus, base / f"det{packing}{workers}", stages, workers=workers)
         digests.append(
             [
                 (f["path"], f["sha256"], f["index"]["sha256"])
@@ -171,7 +173,7 @@ def test_same_shards_whatever_the_worker_count(setup):
             ]
         )
     assert digests[0] == digests[1]
-    assert json.loads((base / "det1" / "manifest.json").read_text())["shards"]["dtype"] == "uint16"
+    assert json.loads((base / f"det{packing}1" / "manifest.json").read_text())["shards"]["dtype"] == "uint16"
 
 
 @pytest.mark.parametrize("with_loss_mask", [False, True])

@@ -25,6 +25,7 @@ seg_ends.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -171,6 +172,25 @@ def _read_into(f: BinaryIO, path: str, arrays: tuple[np.ndarray, ...]) -> None:
             raise RuntimeError(f"{path}: the spool file is truncated (was the disk full?)")
 
 
+def _records(f: BinaryIO) -> Iterator[tuple[int, int]]:
+    """(rows, boundary values) of each record of an open bucket file, before its sections."""
+    while head := f.read(16):
+        if len(head) < 16:
+            raise RuntimeError(f"{f.name}: the spool file is truncated (was the disk full?)")
+        k, kseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
+        yield k, kseg
+
+
+def iter_records(path: str, row_length: int, token_dtype: str) -> Iterator[tuple[np.ndarray, RowBatch]]:
+    """(stream index, rows) of each record of one bucket file, in the order written."""
+    with open(path, "rb") as f:
+        for k, kseg in _records(f):
+            index, counts = np.empty(k, dtype="<i8"), np.empty(k, dtype="<i4")
+            tokens, ends = np.empty((k, row_length), dtype=token_dtype), np.empty(kseg, dtype="<i4")
+            _read_into(f, path, (index, counts, tokens, ends))
+            yield index, RowBatch(tokens, ends, counts)
+
+
 def read_bucket(bucket: Bucket, row_length: int, token_dtype: str) -> tuple[np.ndarray, RowBatch]:
     """(stream index of every row, the rows) of one bucket: its files in order, each file's
     records in the order written."""
@@ -180,8 +200,7 @@ def read_bucket(bucket: Bucket, row_length: int, token_dtype: str) -> tuple[np.n
     r = s = 0
     for path in bucket.paths:
         with open(path, "rb") as f:
-            while head := f.read(16):
-                k, kseg = (int(x) for x in np.frombuffer(head, dtype="<i8"))
+            for k, kseg in _records(f):
                 if r + k > n or s + kseg > nseg:
                     raise RuntimeError(f"{path}: more rows in the spool than recorded (a bug)")
                 sections = (index[r : r + k], counts[r : r + k], tokens[r : r + k], ends[s : s + kseg])

@@ -287,7 +287,7 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     return {"split": job.split, "parts": [parts[k] for k in sorted(parts)], "counts": counts}
 
 
-def read_part(path: str, batches: list[int], row_length: int, token_dtype: str) -> Any:
+def read_part(path: str, batches: list[int], row_length: int, token_dtype: str) -> Iterator[RowBatch]:
     """The batches of one part (RowBatch each, in the sizes recorded)."""
     with open(path, "rb") as f:
         for n in batches:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TOKEN_DTYPES = {"int32": "<i4", "uint16": "<u2"}
+from dataprep.formats.binrows import DTYPES
+
+TOKEN_DTYPES = {name: dtype.str for name, dtype in DTYPES.items()}  # "uint16" -> "<u2"
 
 
 def shard_plan(rows: int, files: int, equal: bool) -> tuple[list[int], int]:

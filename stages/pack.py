@@ -537,12 +537,10 @@ class RespoolJob:
 
 
 def respool_task(job: RespoolJob) -> dict[int, Bucket]:
-    """Runs in any process, a record at a time; the task's file is removed. Returns this task's
-    share of each bucket."""
+    """Runs in any process, a record at a time. Returns this task's share of each bucket."""
     spool = RowSpool(Path(job.spool_dir), job.tag, job.row_length, job.token_dtype, job.buckets)
     for index, batch in iter_records(job.file.paths[0], job.row_length, job.token_dtype):
         spool.add(batch, index + job.offset)
-    Path(job.file.paths[0]).unlink()
     return spool.close()
 
 
@@ -582,7 +580,7 @@ def _pack_per_task(
         if r["file"] is not None
     )
     shares: list[dict[int, Bucket]] = []
-    _in_order(ctx, respool_task, moves, shares.append)
+    _in_order(ctx, respool_task, moves, shares.append, inputs=lambda move: move.file.paths)
     return shares, stats, assign
 
 
@@ -596,20 +594,43 @@ class _Done:
         return self.value
 
 
-def _submit(ctx: DriverContext, fn: Callable[[Any], Any], arg: Any) -> Any:
-    """fn(arg) started on a worker (a future), or done here when the run has no worker process."""
+def _remove(paths: Iterable[str]) -> None:
+    for path in paths:
+        Path(path).unlink(missing_ok=True)
+
+
+def _submit(ctx: DriverContext, fn: Callable[[Any], Any], arg: Any, inputs: Iterable[str] = ()) -> Any:
+    """fn(arg) started on a worker (a future), or done here when the run has no worker process.
+    ``inputs``: files the job reads, removed once it has succeeded; never by the job itself, so
+    that a job retried after its worker died (Ray retries) still finds them."""
     future = ctx.start(fn, arg)
-    return _Done(fn(arg)) if future is None else future
+    if future is None:
+        done = _Done(fn(arg))
+        _remove(inputs)
+        return done
+    inputs = list(inputs)
+
+    def remove_on_success(f: Any) -> None:
+        if not f.cancelled() and f.exception() is None:
+            _remove(inputs)
+
+    if inputs:
+        future.add_done_callback(remove_on_success)
+    return future
 
 
 def _in_order(
-    ctx: DriverContext, fn: Callable[[Any], Any], jobs: Iterable[Any], take: Callable[[Any], None]
+    ctx: DriverContext,
+    fn: Callable[[Any], Any],
+    jobs: Iterable[Any],
+    take: Callable[[Any], None],
+    inputs: Callable[[Any], list[str]] = lambda job: [],
 ) -> None:
     """fn(job) for every job on the workers, at most two per worker in flight (jobs are made as
-    they go, and each may hold a bucket in memory); ``take`` gets the results in job order."""
+    they go); ``take`` gets the results in job order; ``inputs(job)``: see :func:`_submit`."""
     in_flight: deque[Any] = deque()
     for job in jobs:
-        in_flight.append(_submit(ctx, fn, job))
+        in_flight.append(_submit(ctx, fn, job, inputs(job)))
         while len(in_flight) > 2 * max(1, ctx.workers):
             take(in_flight.popleft().result())
     while in_flight:
@@ -669,7 +690,7 @@ def _scatter_and_write(
         while k < len(plan[split]) and file_ends[split][k] <= written[split]["rows"]:
             if plan[split][k]:
                 job = ShardFileJob(split, k, plan[split][k], parts[split][k], writers, shard_dir, meta)
-                files[split, k] = _submit(ctx, write_shard_file, job)
+                files[split, k] = _submit(ctx, write_shard_file, job, [path for path, _ in job.parts])
             k += 1
         next_file[split] = k
 
@@ -684,7 +705,7 @@ def _scatter_and_write(
 
     total = sum(sum(sizes) for sizes in plan.values())
     with Progress("shuffle and write rows", total_docs=total, quiet=ctx.quiet) as bar:
-        _in_order(ctx, scatter_bucket, jobs, collect)
+        _in_order(ctx, scatter_bucket, jobs, collect, inputs=lambda job: job.bucket.paths)
     for split, sizes in plan.items():
         start_ready_files(split)  # a split without rows has no bucket to start its (empty) files
         if next_file[split] != len(sizes):

@@ -233,7 +233,8 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     """Write one bucket's rows, in final order, as parts of the shard files they fall in.
 
     Returns ``parts`` ((file index, path, batch sizes) in file order) and ``counts``
-    of rows, tokens, EOS, padding and segments written and dropped. The bucket file is removed."""
+    of rows, tokens, EOS, padding and segments written and dropped. The bucket's files are left
+    for the caller to remove (a retried job must find them)."""
     L, eos = job.row_length, job.eos
     index, rows = read_bucket(job.bucket, L, job.token_dtype)
     if job.perm_seed is None:  # stream order (a bucket's files hold interleaved runs of it)
@@ -282,8 +283,6 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     finally:
         for f in files.values():
             f.close()
-    for path in job.bucket.paths:
-        Path(path).unlink()
     return {"split": job.split, "parts": [parts[k] for k in sorted(parts)], "counts": counts}
 
 

@@ -38,7 +38,8 @@ class ShardFileJob:
 
 def write_shard_file(job: ShardFileJob) -> list[dict[str, Any]]:
     """Write one shard file in every format (runs in any process); the manifest entry of each, in
-    writer order. The parts are read once, batch by batch as recorded, then removed."""
+    writer order. The parts are read once, batch by batch as recorded, and left for the caller to
+    remove (a retried job must find them)."""
     from dataprep import stage as registry
     from dataprep.formats.rowspool import read_part
 
@@ -53,7 +54,4 @@ def write_shard_file(job: ShardFileJob) -> list[dict[str, Any]]:
             rows += len(batch)
     if rows != job.rows:
         raise RuntimeError(f"{job.split} file {job.index}: {rows} rows, the plan says {job.rows} (a bug)")
-    entries = [w.close_file(h) for w, h in zip(writers, handles, strict=True)]
-    for path, _ in job.parts:
-        Path(path).unlink()
-    return entries
+    return [w.close_file(h) for w, h in zip(writers, handles, strict=True)]

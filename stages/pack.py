@@ -35,6 +35,7 @@ depend on the number of workers.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -405,12 +406,12 @@ def task_chunks(
 
 @dataclass
 class PackJob:
-    """Packing of one task's documents of one split (``task_id``, its token spill type
-    ``spill_dtype``) into a spool directory; for concat, its stream (EOS included) starts at the
-    global token ``offset``."""
+    """Packing of consecutive tasks' documents of one split (``tasks``: task id and token spill
+    type of each, in stream order) into a spool directory; for concat, their stream (EOS
+    included) starts at the global token ``offset``."""
 
     work_dir: str
-    task_id: str
+    tasks: list[tuple[str, str]]
     split: str
     offset: int
     row_length: int
@@ -419,26 +420,46 @@ class PackJob:
     spool_dir: str
     token_dtype: str
     params: PackParams
-    spill_dtype: str = "<i4"
     buckets: Buckets | None = None
+
+    @property
+    def tag(self) -> str:
+        """Names this job's spool files (its first task)."""
+        return self.tasks[0][0]
+
+    def chunks(self, with_cuts: bool) -> Iterator[DocChunk]:
+        for task_id, dtype in self.tasks:
+            yield from task_chunks(Path(self.work_dir), task_id, self.split, with_cuts, dtype)
+
+
+def task_ranges(weights: list[int], jobs: int) -> list[tuple[int, int]]:
+    """At most ``jobs`` contiguous [lo, hi) ranges covering all items, of about equal weight."""
+    n = len(weights)
+    if n == 0:
+        return []
+    jobs = max(1, min(jobs, n))
+    cum = np.cumsum(weights, dtype=np.float64)
+    cuts = {int(np.searchsorted(cum, cum[-1] * k / jobs)) + 1 for k in range(1, jobs)}
+    bounds = [0, *sorted(c for c in cuts if 0 < c < n), n]
+    return list(itertools.pairwise(bounds))
 
 
 def pack_concat_task(job: PackJob) -> dict[str, Any]:
-    """Concat, one task, in any process: the rows lying wholly inside its stream go to the spool
-    under their global row numbers; the tokens before its first row boundary (``head``) and after
-    its last (``tail``) go back, as (tokens, document ends), for the driver to join with its
-    neighbours'. Also returns the stream ``size`` (tokens, EOS included), ``rows`` spooled and
-    this task's share of each bucket."""
+    """Concat, consecutive tasks, in any process: the rows lying wholly inside their stream go to
+    the spool under their global row numbers; the tokens before its first row boundary (``head``)
+    and after its last (``tail``) go back, as (tokens, document ends), for the driver to join with
+    the neighbours'. Also returns the stream ``size`` (tokens, EOS included), ``rows`` spooled
+    and this job's share of each bucket."""
     L = job.row_length
     assert job.buckets is not None
     packer = ConcatPacker(L, job.eos, job.pad, "pad")
-    spool = RowSpool(Path(job.spool_dir), job.task_id, L, job.token_dtype, job.buckets)
+    spool = RowSpool(Path(job.spool_dir), job.tag, L, job.token_dtype, job.buckets)
     need = (-job.offset) % L  # tokens before the first row boundary
     head: list[np.ndarray] = []
     head_ends: list[np.ndarray] = []
     size = head_size = 0
     row = (job.offset + need) // L
-    for chunk in task_chunks(Path(job.work_dir), job.task_id, job.split, False, job.spill_dtype):
+    for chunk in job.chunks(with_cuts=False):
         stream, ends = chunk.stream(job.eos)
         size += len(stream)
         if need:
@@ -468,13 +489,20 @@ def pack_concat_task(job: PackJob) -> dict[str, Any]:
 def _pack_concat(
     ctx: DriverContext, base: PackJob, tasks: list[tuple[str, int, int, str]], assign: Buckets, bar: Any
 ) -> tuple[list[dict[int, Bucket]], PackStats]:
-    """Concat packing, one job per task; the driver joins the rows that span tasks (in stream
+    """Concat packing, one job per run of consecutive tasks (a few runs per worker: each job
+    writes a file per bucket it reaches); the driver joins the rows that span jobs (in stream
     order, as the results come in) and packs the stream's last partial row."""
     L = base.row_length
     offsets = np.concatenate([[0], np.cumsum([size for _, size, _, _ in tasks])])
+    ranges = task_ranges([size for _, size, _, _ in tasks], 4 * max(1, ctx.workers))
     jobs = [
-        dataclasses.replace(base, task_id=t, offset=int(offsets[i]), spill_dtype=dtype, buckets=assign)
-        for i, (t, _, _, dtype) in enumerate(tasks)
+        dataclasses.replace(
+            base,
+            tasks=[(t, dtype) for t, _, _, dtype in tasks[lo:hi]],
+            offset=int(offsets[lo]),
+            buckets=assign,
+        )
+        for lo, hi in ranges
     ]
     packer = ConcatPacker(L, base.eos, base.pad, base.params.tail)
     driver = RowSpool(Path(base.spool_dir), "driver", L, base.token_dtype, assign)
@@ -493,11 +521,12 @@ def _pack_concat(
             if packer.carried == 0:
                 pos = start
             if pos + packer.carried != start:
-                raise RuntimeError(f"pack: {job.task_id} does not continue the stream (a bug)")
+                raise RuntimeError(f"pack: {job.tag} does not continue the stream (a bug)")
             for batch in packer.add_stream(tokens, ends):
                 driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
                 pos += len(batch) * L
-        bar.update(tasks[len(shares) - 1][2], 0)
+        lo, hi = ranges[len(shares) - 1]
+        bar.update(sum(docs for _, _, docs, _ in tasks[lo:hi]), 0)
 
     _in_order(ctx, pack_concat_task, jobs, join)
     for batch in packer.finish():
@@ -510,12 +539,9 @@ def pack_task_alone(job: PackJob) -> dict[str, Any]:
     in order under local numbers into one file. Returns ``rows``, the packer's ``stats`` and
     the file (a Bucket, or None without rows)."""
     packer = make_packer(job.params, job.eos, job.pad)
-    spool = RowSpool(
-        Path(job.spool_dir), job.task_id, job.row_length, job.token_dtype, Buckets(None, 1, 1 << 62)
-    )
+    spool = RowSpool(Path(job.spool_dir), job.tag, job.row_length, job.token_dtype, Buckets(None, 1, 1 << 62))
     rows = 0
-    chunks = task_chunks(Path(job.work_dir), job.task_id, job.split, True, job.spill_dtype)
-    for batches in (*(packer.add(chunk) for chunk in chunks), packer.finish()):
+    for batches in (*(packer.add(chunk) for chunk in job.chunks(with_cuts=True)), packer.finish()):
         for batch in batches:
             spool.add(batch, np.arange(rows, rows + len(batch), dtype=np.int64))
             rows += len(batch)
@@ -524,11 +550,11 @@ def pack_task_alone(job: PackJob) -> dict[str, Any]:
 
 @dataclass
 class RespoolJob:
-    """A task's rows (one spool file, local numbers) moved into the shuffle buckets under their
-    stream numbers (local + ``offset``)."""
+    """Consecutive tasks' rows (one spool file each, local numbers) moved into the shuffle
+    buckets under their stream numbers (local + the task's offset)."""
 
-    file: Bucket
-    offset: int
+    files: list[Bucket]
+    offsets: list[int]
     tag: str
     spool_dir: str
     row_length: int
@@ -537,10 +563,11 @@ class RespoolJob:
 
 
 def respool_task(job: RespoolJob) -> dict[int, Bucket]:
-    """Runs in any process, a record at a time. Returns this task's share of each bucket."""
+    """Runs in any process, a record at a time. Returns this job's share of each bucket."""
     spool = RowSpool(Path(job.spool_dir), job.tag, job.row_length, job.token_dtype, job.buckets)
-    for index, batch in iter_records(job.file.paths[0], job.row_length, job.token_dtype):
-        spool.add(batch, index + job.offset)
+    for file, offset in zip(job.files, job.offsets, strict=True):
+        for index, batch in iter_records(file.paths[0], job.row_length, job.token_dtype):
+            spool.add(batch, index + offset)
     return spool.close()
 
 
@@ -556,10 +583,7 @@ def _pack_per_task(
     the row counts (hence the stream numbers) of all tasks are known."""
     alone = Path(base.spool_dir) / "tasks"
     alone.mkdir()
-    jobs = [
-        dataclasses.replace(base, task_id=t, spill_dtype=dtype, spool_dir=str(alone))
-        for t, _, _, dtype in tasks
-    ]
+    jobs = [dataclasses.replace(base, tasks=[(t, dtype)], spool_dir=str(alone)) for t, _, _, dtype in tasks]
     results: list[dict[str, Any]] = []
 
     def take(result: dict[str, Any]) -> None:
@@ -571,16 +595,23 @@ def _pack_per_task(
     for result in results:
         stats.add(result["stats"])
     assign = Buckets(key, max(1, math.ceil(stats.rows / bucket_rows)), bucket_rows)
-    offsets = np.concatenate([[0], np.cumsum([r["rows"] for r in results])])
-    moves = (
+    offsets = np.concatenate([[0], np.cumsum([r["rows"] for r in results])]).tolist()
+    spooled = [(r["file"], offsets[i], job.tag) for i, (r, job) in enumerate(zip(results, jobs, strict=True))]
+    spooled = [(file, offset, tag) for file, offset, tag in spooled if file is not None]
+    moves = [
         RespoolJob(
-            r["file"], int(offsets[i]), job.task_id, base.spool_dir, base.row_length, base.token_dtype, assign
+            [file for file, _, _ in spooled[lo:hi]],
+            [offset for _, offset, _ in spooled[lo:hi]],
+            spooled[lo][2],
+            base.spool_dir,
+            base.row_length,
+            base.token_dtype,
+            assign,
         )
-        for i, (r, job) in enumerate(zip(results, jobs, strict=True))
-        if r["file"] is not None
-    )
+        for lo, hi in task_ranges([file.rows for file, _, _ in spooled], 4 * max(1, ctx.workers))
+    ]
     shares: list[dict[int, Bucket]] = []
-    _in_order(ctx, respool_task, moves, shares.append, inputs=lambda move: move.file.paths)
+    _in_order(ctx, respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])
     return shares, stats, assign
 
 
@@ -846,7 +877,7 @@ class Pack(GlobalStage):
             if m[split]["documents"]
         ]
         documents = sum(docs for _, _, docs, _ in tasks)
-        job = PackJob(str(ctx.work_dir), "", split, 0, L, eos, pad, str(spool_dir), token_dtype, p)
+        job = PackJob(str(ctx.work_dir), [], split, 0, L, eos, pad, str(spool_dir), token_dtype, p)
         with Progress(f"pack {split}", total_docs=documents, quiet=ctx.quiet) as bar:
             if p.packing == "concat":
                 rows = math.ceil(sum(size for _, size, _, _ in tasks) / L)

@@ -33,6 +33,7 @@ from stages.pack import (
     piece_ends,
     split_of,
     task_chunks,
+    task_ranges,
 )
 
 EOS, PAD = 2, 0
@@ -181,6 +182,7 @@ def shuffled_files(
     bucket_rows: int = 1 << 62,
     reverse_jobs: bool = False,
     writers: int = 1,
+    reverse_writers: bool = False,
 ) -> list[list[RowBatch]]:
     """What the pack stage does after packing: spool the rows (``writers`` spools, each a
     contiguous run of the stream, as tasks are), scatter every bucket (the jobs run in bucket
@@ -197,6 +199,8 @@ def shuffled_files(
             index = run[lo : lo + add_rows]
             spool.add(rows.select(index), index)
         shares.append(spool.close())
+    if reverse_writers:  # a bucket's files out of stream order (as the driver's joined rows are)
+        shares = shares[::-1]
     spooled = {"train": Spooled(tmp / "spool", merge_buckets(shares), assign, n, PackStats())}
     (tmp / "parts").mkdir()
     jobs = [
@@ -269,11 +273,35 @@ def test_unshuffled_rows_keep_stream_order_over_several_buckets(tmp_path, writer
     assert [sum(len(b) for b in f) for f in files] == [20, 30]
 
 
-def test_rows_spooled_by_several_writers_are_shuffled_together(tmp_path):
-    order = stream_index(shuffled_files(tmp_path, rows_numbered(600), 3, 5, writers=4))
-    assert sorted(order) == list(range(600))
-    firsts = [order.index(i) for i in (0, 150, 300, 450)]  # each writer's first row
-    assert max(firsts) > 150  # rows of every writer spread over the whole order
+def test_the_shuffle_does_not_depend_on_how_rows_were_split_among_writers(tmp_path):
+    """Packing jobs are runs of tasks, a few per worker: the final order must not depend on them."""
+    rows = rows_numbered(600)
+    order = stream_index(shuffled_files(tmp_path / "one", rows, 3, 5))
+    assert sorted(order) == list(range(600)) and order != list(range(600))
+    for writers in (2, 7):
+        for reverse in (False, True):
+            again = shuffled_files(
+                tmp_path / f"w{writers}{reverse}", rows, 3, 5, writers=writers, reverse_writers=reverse
+            )
+            assert stream_index(again) == order
+    unshuffled = shuffled_files(
+        tmp_path / "u", rows, 1, None, writers=3, reverse_writers=True, bucket_rows=100
+    )
+    assert stream_index(unshuffled) == list(range(600))
+
+
+@pytest.mark.parametrize(
+    ("weights", "jobs", "ranges"),
+    [
+        ([5, 5, 5, 5], 2, [(0, 2), (2, 4)]),
+        ([1, 1, 1], 8, [(0, 1), (1, 2), (2, 3)]),
+        ([100, 1, 1, 1], 2, [(0, 1), (1, 4)]),
+        ([3], 4, [(0, 1)]),
+        ([], 4, []),
+    ],
+)
+def test_task_ranges_are_contiguous_and_balanced(weights, jobs, ranges):
+    assert task_ranges(weights, jobs) == ranges
 
 
 def test_dropped_rows_are_the_last_of_the_stream_whatever_the_shuffle(tmp_path):
@@ -343,9 +371,10 @@ def spill_tasks(work: Path, tasks: list[list[np.ndarray]], dtype: str = "<i4") -
     shuffle=st.booleans(),
     tail=st.sampled_from(["pad", "drop"]),
     spill=st.sampled_from(["<i4", "<u2"]),
+    workers=st.integers(1, 3),
 )
-def test_concat_packed_one_job_per_task_equals_packing_the_whole_stream(
-    tmp_path_factory, monkeypatch, task_docs, L, shuffle, tail, spill
+def test_concat_packed_by_runs_of_tasks_equals_packing_the_whole_stream(
+    tmp_path_factory, monkeypatch, task_docs, L, shuffle, tail, spill, workers
 ):
     """Rows spanning tasks (tasks shorter than a row, offsets on a row boundary, empty tasks) are
     joined by the driver; every row keeps its stream index."""
@@ -361,7 +390,8 @@ def test_concat_packed_one_job_per_task_equals_packing_the_whole_stream(
     if not any(tasks):
         return
     stage = Pack(PackParams(seq_length=L - 1, shuffle=shuffle, tail=tail, shuffle_buffer_mb=1))
-    ctx = DriverContext(work, work, [f"t{i:05d}" for i in range(len(tasks))], 3, {}, StageStats(), quiet=True)
+    task_ids = [f"t{i:05d}" for i in range(len(tasks))]
+    ctx = DriverContext(work, work, task_ids, 3, {}, StageStats(), workers=workers, quiet=True)
     sp = stage._pack_split(ctx, 0, "train", metas, "<i4", EOS, PAD)
     got = [read_bucket(b, L, "<i4") for b in sp.buckets if b.rows]
     index = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in got])

@@ -6,7 +6,7 @@ halves both run as jobs on the workers, and the parts it leaves for the shard fi
    shuffling, consecutive runs of rows when not. Each writer has its own file per bucket; a
    bucket is its writers' files in a fixed order, whatever process wrote them.
 2. ``scatter_bucket`` (one job per bucket): reads its bucket whole (memory: one bucket), puts it
-   in final order (a permutation seeded for that bucket, or stream order), drops the rows past
+   in stream order, then in final order (a permutation seeded for that bucket), drops the rows past
    ``keep`` in stream order, and cuts what is left at shard-file boundaries into parts. A split's
    buckets are contiguous in final order, so each job knows where its rows land from the kept
    rows of the buckets before it, and jobs run in any order, on any worker.
@@ -237,10 +237,11 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     for the caller to remove (a retried job must find them)."""
     L, eos = job.row_length, job.eos
     index, rows = read_bucket(job.bucket, L, job.token_dtype)
-    if job.perm_seed is None:  # stream order (a bucket's files hold interleaved runs of it)
-        order = np.argsort(index, kind="stable")
-    else:
-        order = np.random.default_rng(job.perm_seed).permutation(len(index))
+    # stream order first, whatever order the bucket's files were written in (jobs' shares, then
+    # the rows the driver joined), then the bucket's permutation
+    order = np.argsort(index, kind="stable")
+    if job.perm_seed is not None:
+        order = order[np.random.default_rng(job.perm_seed).permutation(len(index))]
     counts = dict.fromkeys(COUNTS, 0)
     parts: dict[int, tuple[int, str, list[int]]] = {}
     files: dict[int, BinaryIO] = {}

@@ -24,12 +24,12 @@ multiple of ``shard_multiple``: the last ``rows mod files`` rows of the train st
 and counted (``equal_shards``). Token accounting is checked before the manifest is written:
 tokens = Σ document tokens + documents (EOS) - dropped; EOS written = documents - EOS dropped.
 
-Where it runs: on the workers, one job per task. ``concat``: each task's stream offset is known
-from the counts the tasks reported, so a job numbers its rows itself, and the driver joins only
-the rows that span tasks. ``pad`` / ``bestfit``: each task packs its documents on its own, then
-a second job per task moves its rows into the shuffle buckets under their stream numbers. The
-shuffle's second half is one job per bucket and each shard file is one job. Outputs do not
-depend on the number of workers.
+Where it runs: on the workers. ``concat``: one job per run of consecutive tasks; each task's
+stream offset is known from the counts the tasks reported, so a job numbers its rows itself, and
+the driver joins only the rows that span jobs. ``pad`` / ``bestfit``: each task packs its
+documents on its own (one job per task), then jobs over runs of tasks move the rows into the
+shuffle buckets under their stream numbers. The shuffle's second half is one job per bucket and
+each shard file is one job. Outputs do not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -847,11 +847,11 @@ class Pack(GlobalStage):
         eos: int,
         pad: int,
     ) -> Spooled:
-        """Pack one split into its spool, one job per task on the workers. ``concat``: a task's
-        rows start at a token offset known from the counts every task reported, so it numbers
-        its rows itself and the driver joins only the rows that span tasks. ``pad`` and
+        """Pack one split into its spool, with jobs on the workers. ``concat``: a run of tasks'
+        rows start at a token offset known from the counts every task reported, so a job numbers
+        its rows itself and the driver joins only the rows that span jobs. ``pad`` and
         ``bestfit``: each task packs its documents on its own (bestfit's windows end with the
-        task), then, once every task's row count is known, a second job per task moves its rows
+        task), then, once every task's row count is known, jobs over runs of tasks move the rows
         into the shuffle buckets under their stream numbers."""
         from dataprep.progress import Progress
 

@@ -1,7 +1,7 @@
 """Packed rows on disk between packing and shard writing: a seeded, bounded-memory shuffle whose
 halves both run as jobs on the workers, and the parts it leaves for the shard files.
 
-1. ``RowSpool`` (wherever rows are packed, e.g. one job per task): every row goes to a bucket
+1. ``RowSpool`` (wherever rows are packed, e.g. one job per run of tasks): every row goes to a bucket
    chosen by its stream index alone (``Buckets``): a uniform hash of (seed, index) when
    shuffling, consecutive runs of rows when not. Each writer has its own file per bucket; a
    bucket is its writers' files in a fixed order, whatever process wrote them.

@@ -671,13 +671,16 @@ def _in_order(
 @dataclass
 class Spooled:
     """A split packed into its spool: the buckets (files in a fixed order), how rows were
-    assigned to them, the rows in all, and the packer's counts."""
+    assigned to them, and the packers' counts."""
 
     dir: Path
     buckets: list[Bucket]
     assign: Buckets
-    rows: int
     stats: PackStats
+
+    @property
+    def rows(self) -> int:
+        return sum(b.rows for b in self.buckets)
 
 
 def _bucket_order(
@@ -877,21 +880,15 @@ class Pack(GlobalStage):
             if m[split]["documents"]
         ]
         documents = sum(docs for _, _, docs, _ in tasks)
-        job = PackJob(str(ctx.work_dir), [], split, 0, L, eos, pad, str(spool_dir), token_dtype, p)
+        base = PackJob(str(ctx.work_dir), [], split, 0, L, eos, pad, str(spool_dir), token_dtype, p)
         with Progress(f"pack {split}", total_docs=documents, quiet=ctx.quiet) as bar:
             if p.packing == "concat":
                 rows = math.ceil(sum(size for _, size, _, _ in tasks) / L)
                 assign = Buckets(key, max(1, math.ceil(rows / bucket_rows)), bucket_rows)
-                shares, stats = _pack_concat(ctx, job, tasks, assign, bar)
+                shares, stats = _pack_concat(ctx, base, tasks, assign, bar)
             else:
-                shares, stats, assign = _pack_per_task(ctx, job, tasks, key, bucket_rows, bar)
-        return Spooled(
-            spool_dir,
-            merge_buckets(shares),
-            assign,
-            sum(b.rows for share in shares for b in share.values()),
-            stats,
-        )
+                shares, stats, assign = _pack_per_task(ctx, base, tasks, key, bucket_rows, bar)
+        return Spooled(spool_dir, merge_buckets(shares), assign, stats)
 
     def _dtype(self, vocab_size: int) -> str:
         if self.params.dtype == "auto":

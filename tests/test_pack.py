@@ -201,7 +201,7 @@ def shuffled_files(
         shares.append(spool.close())
     if reverse_writers:  # a bucket's files out of stream order (as the driver's joined rows are)
         shares = shares[::-1]
-    spooled = {"train": Spooled(tmp / "spool", merge_buckets(shares), assign, n, PackStats())}
+    spooled = {"train": Spooled(tmp / "spool", merge_buckets(shares), assign, PackStats())}
     (tmp / "parts").mkdir()
     jobs = [
         ScatterJob("train", i, bucket, L, "<i4", EOS, keep, start, np.cumsum(sizes), perm, str(tmp / "parts"))

@@ -137,9 +137,12 @@ def write_speeds(out: Path, scratch: Path) -> dict[str, float]:
         meta = {"row_length": L, "dtype": "int32", "plan": {"train": [n]}, "with_loss_mask": False}
         writer = registry.get(name)(registry.NoParams(), scratch / name, meta)
         t0 = time.perf_counter()
+        writer.prepare()
+        handle = writer.open_file("train", 0)
         for b in batches:
-            writer.write(b, "train")
-        writer.close()
+            writer.write(handle, b)
+        writer.close_file(handle)
+        writer.commit()
         speeds[name] = n * L * 4 / (time.perf_counter() - t0) / 1e6
     return speeds
 

@@ -432,6 +432,9 @@ class PackJob:
             yield from task_chunks(Path(self.work_dir), task_id, self.split, with_cuts, dtype)
 
 
+RUNS_PER_WORKER = 4  # packing jobs per worker: each job writes one file per bucket it reaches
+
+
 def task_ranges(weights: list[int], jobs: int) -> list[tuple[int, int]]:
     """At most ``jobs`` contiguous [lo, hi) ranges covering all items, of about equal weight."""
     n = len(weights)
@@ -494,7 +497,7 @@ def _pack_concat(
     order, as the results come in) and packs the stream's last partial row."""
     L = base.row_length
     offsets = np.concatenate([[0], np.cumsum([size for _, size, _, _ in tasks])])
-    ranges = task_ranges([size for _, size, _, _ in tasks], 4 * max(1, ctx.workers))
+    ranges = task_ranges([size for _, size, _, _ in tasks], RUNS_PER_WORKER * max(1, ctx.workers))
     jobs = [
         dataclasses.replace(
             base,
@@ -595,9 +598,12 @@ def _pack_per_task(
     for result in results:
         stats.add(result["stats"])
     assign = Buckets(key, max(1, math.ceil(stats.rows / bucket_rows)), bucket_rows)
-    offsets = np.concatenate([[0], np.cumsum([r["rows"] for r in results])]).tolist()
-    spooled = [(r["file"], offsets[i], job.tag) for i, (r, job) in enumerate(zip(results, jobs, strict=True))]
-    spooled = [(file, offset, tag) for file, offset, tag in spooled if file is not None]
+    offsets = np.cumsum([0] + [r["rows"] for r in results])[:-1].tolist()
+    spooled = [
+        (r["file"], offset, job.tag)
+        for r, offset, job in zip(results, offsets, jobs, strict=True)
+        if r["file"] is not None
+    ]
     moves = [
         RespoolJob(
             [file for file, _, _ in spooled[lo:hi]],
@@ -608,7 +614,9 @@ def _pack_per_task(
             base.token_dtype,
             assign,
         )
-        for lo, hi in task_ranges([file.rows for file, _, _ in spooled], 4 * max(1, ctx.workers))
+        for lo, hi in task_ranges(
+            [file.rows for file, _, _ in spooled], RUNS_PER_WORKER * max(1, ctx.workers)
+        )
     ]
     shares: list[dict[int, Bucket]] = []
     _in_order(ctx, respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])

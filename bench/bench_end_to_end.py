@@ -113,11 +113,15 @@ PEER = "datatrove, 2 workers"
 ONE, TWO, RAY = "ours local, 1 worker", "ours local, 2 workers", "ours ray, 2 CPUs"
 
 
-def prepare_run(dataprep: str, tmp: Path, name: str, extra: list[str]) -> Measured | None:
-    """`dataprep prepare` on tmp/in with the default recipe, measured; None on failure."""
-    out = tmp / name.replace(" ", "_").replace(",", "")
+def out_dir(tmp: Path, name: str, inp: str = "in") -> Path:
+    return tmp / f"{inp}_{name.replace(' ', '_').replace(',', '')}"
+
+
+def prepare_run(dataprep: str, tmp: Path, name: str, extra: list[str], inp: str = "in") -> Measured | None:
+    """`dataprep prepare` on tmp/``inp`` with the default recipe, measured; None on failure."""
+    out = out_dir(tmp, name, inp)
     shutil.rmtree(out, ignore_errors=True)
-    m = run_measured([dataprep, "prepare", str(tmp / "in"), "--out", str(out), "--quiet", *extra])
+    m = run_measured([dataprep, "prepare", str(tmp / inp), "--out", str(out), "--quiet", *extra])
     if m.returncode:
         print(m.stderr[-3000:])
         return None
@@ -139,14 +143,17 @@ def run_peer(tmp: Path, tokenizer: Path) -> Measured | None:
     return m
 
 
-def one_round(dataprep: str, tmp: Path, texts: list[str], ray: bool) -> dict[str, Measured] | None:
-    """Every run of ours and the bare tokenizer once, back to back: {run name: measurement}."""
+def one_round(
+    dataprep: str, tmp: Path, texts: list[str], ray: bool, inp: str = "in"
+) -> dict[str, Measured] | None:
+    """Every run of ours and the bare tokenizer once, back to back, on tmp/``inp``: {run name:
+    measurement}."""
     runs = [(ONE, ["--workers", "1"]), (TWO, ["--workers", "2"])]
     if ray:
         runs.append((RAY, ["--workers", "2", "--executor", "ray"]))
     got: dict[str, Measured] = {}
     for name, extra in runs:
-        m = prepare_run(dataprep, tmp, name, extra)
+        m = prepare_run(dataprep, tmp, name, extra, inp)
         if m is None:
             return None
         got[name] = m
@@ -160,7 +167,7 @@ def one_round(dataprep: str, tmp: Path, texts: list[str], ray: bool) -> dict[str
                 if m is None:
                     return None
                 got[RAY_CLUSTER] = m
-    tokenizer = tmp / "ours_local_1_worker" / "tokenizer" / "tokenizer.json"
+    tokenizer = out_dir(tmp, ONE, inp) / "tokenizer" / "tokenizer.json"
     got[BARE] = bare_tokenizer(tokenizer, texts, threads=2)
     print(f"  bare tokenizer: {got[BARE].seconds:.1f} s", flush=True)
     return got
@@ -189,6 +196,12 @@ def main() -> int:
     )
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-ray", action="store_true")
+    ap.add_argument(
+        "--marginal",
+        action="store_true",
+        help="also run ours local and the bare tokenizer on the first half of the text, and print "
+        "the ratios of the extra seconds the second half costs (what the ratios tend to on a large corpus)",
+    )
     args = ap.parse_args()
     corpus = args.corpus
     if corpus is None and os.environ.get("CORPORA"):
@@ -198,27 +211,42 @@ def main() -> int:
         print(f"no corpus given: using {corpus} (too small for meaningful speeds)")
     dataprep = str(Path(sys.executable).with_name("dataprep"))
     rounds: list[dict[str, Measured]] = []
+    halves: list[dict[str, Measured]] = []
+    half_mb = 0.0
     peer: Measured | None = None
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         docs, nbytes, texts = write_slice(corpus, tmp / "in", int(args.mb * 1e6))
         mb = nbytes / 1e6
         print(f"corpus: {corpus.name}, first {docs:,} documents, {mb:.1f} MB of text, 8 files", flush=True)
+        if args.marginal:
+            line_bytes = sum(f.stat().st_size for f in (tmp / "in").iterdir())
+            _, half_bytes, half_texts = write_slice(corpus, tmp / "half", line_bytes // 2)
+            half_mb = half_bytes / 1e6
         for k in range(max(1, args.repeat)):
             print(f"round {k + 1}/{max(1, args.repeat)}", flush=True)
             got = one_round(dataprep, tmp, texts, not args.skip_ray)
             if got is None:
                 return 1
             rounds.append(got)
-        stats = json.loads((tmp / "ours_local_1_worker" / "stats.json").read_text())
+            if args.marginal:
+                print(f"round {k + 1}: the first half of the text", flush=True)
+                half_got = one_round(dataprep, tmp, half_texts, False, "half")
+                if half_got is None:
+                    return 1
+                halves.append(half_got)
+        stats = json.loads((out_dir(tmp, ONE) / "stats.json").read_text())
         if not args.skip_peer:
-            peer = run_peer(tmp, tmp / "ours_local_1_worker" / "tokenizer" / "tokenizer.json")
+            peer = run_peer(tmp, out_dir(tmp, ONE) / "tokenizer" / "tokenizer.json")
     text = result_table(corpus.name, docs, mb, stats, rounds, peer)
+    if halves:
+        text += "\n\n" + marginal_table(mb, half_mb, rounds, halves)
     print("\n" + text)
     write_result(
         "end_to_end",
         "End-to-end benchmark",
-        f"python bench/bench_end_to_end.py {corpus.name} --mb {args.mb:g} --repeat {args.repeat}",
+        f"python bench/bench_end_to_end.py {corpus.name} --mb {args.mb:g} --repeat {args.repeat}"
+        + (" --marginal" if args.marginal else ""),
         text,
     )
     return 0
@@ -261,6 +289,40 @@ def result_table(
         each = ", ".join(f"{rs[k][1]:.2f}" for rs in per_round)
         table.append(f"| {name} | {value:.2f} | {each} | ≥ {target} |")
     return "\n".join(table)
+
+
+def marginal_table(
+    mb: float, half_mb: float, rounds: list[dict[str, Measured]], halves: list[dict[str, Measured]]
+) -> str:
+    """Markdown: per local run the seconds of the whole text and of its first half (medians), the
+    extra seconds the second half cost and the MB/s at which it went; then the ratios of those extra
+    seconds. Fixed costs (start-up, tokenizer training, imports) cancel out of the difference, so
+    these are the ratios a much larger corpus tends to."""
+    names = [ONE, TWO, BARE]
+    whole = {n: statistics.median(r[n].seconds for r in rounds) for n in names}
+    half = {n: statistics.median(r[n].seconds for r in halves) for n in names}
+    extra = {n: whole[n] - half[n] for n in names}
+    lines = [
+        f"Marginal cost: the whole text ({mb:.1f} MB) against its first half ({half_mb:.1f} MB), "
+        "medians over rounds",
+        "",
+        "| run | whole s | half s | extra s | MB/s on the extra text |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for n in names:
+        speed = f"{(mb - half_mb) / extra[n]:.2f}" if extra[n] > 0 else "-"
+        lines.append(f"| {n} | {whole[n]:.1f} | {half[n]:.1f} | {extra[n]:.1f} | {speed} |")
+    per_round = [{n: r[n].seconds - h[n].seconds for n in names} for r, h in zip(rounds, halves, strict=True)]
+    lines += ["", "| ratio of extra seconds (speed) | from medians | per round | target |"]
+    lines.append("|---|---:|---:|---:|")
+    for label, a, b, target in (
+        ("ours(2) / bare tokenizer (2 threads)", BARE, TWO, 0.8),
+        ("2 workers / 1 worker", ONE, TWO, 1.8),
+    ):
+        each = ", ".join(f"{e[a] / e[b]:.2f}" if e[b] > 0 else "-" for e in per_round)
+        value = f"{extra[a] / extra[b]:.2f}" if extra[b] > 0 else "-"
+        lines.append(f"| {label} | {value} | {each} | ≥ {target} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

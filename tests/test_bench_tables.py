@@ -1,0 +1,42 @@
+"""The end-to-end benchmark's marginal table: fixed costs cancel out of the ratios it prints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import bench_end_to_end as e2e
+from _measure import Measured
+
+
+def _runs(one: float, two: float, bare: float) -> dict[str, Measured]:
+    return {name: Measured(s, 0.0, 0, "") for name, s in ((e2e.ONE, one), (e2e.TWO, two), (e2e.BARE, bare))}
+
+
+def _row(text: str, label: str) -> list[str]:
+    line = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_marginal_ratios_leave_out_fixed_costs() -> None:
+    # per MB: 1 worker 0.5 s, 2 workers 0.25 s, bare 0.2 s; fixed: 10 s, 8 s, 0.5 s
+    whole = _runs(10 + 0.5 * 80, 8 + 0.25 * 80, 0.5 + 0.2 * 80)
+    half = _runs(10 + 0.5 * 40, 8 + 0.25 * 40, 0.5 + 0.2 * 40)
+    text = e2e.marginal_table(80.0, 40.0, [whole, whole], [half, half])
+    assert _row(text, e2e.ONE)[1:] == ["50.0", "30.0", "20.0", "2.00"]
+    assert _row(text, e2e.TWO)[3:] == ["10.0", "4.00"]
+    assert _row(text, "2 workers / 1 worker")[1:] == ["2.00", "2.00, 2.00", "≥ 1.8"]
+    assert _row(text, "ours(2) / bare tokenizer (2 threads)")[1] == "0.80"
+    # the whole-text ratios of the same runs still carry the fixed costs
+    ratios = {name: value for name, value, _ in e2e.ratios_of({n: m.seconds for n, m in whole.items()})}
+    assert round(ratios["2 workers / 1 worker"], 2) == 1.79
+
+
+def test_marginal_table_medians_over_rounds() -> None:
+    rounds = [_runs(50, 30, 20), _runs(60, 28, 20), _runs(52, 29, 20)]
+    halves = [_runs(30, 20, 10)] * 3
+    text = e2e.marginal_table(80.0, 40.0, rounds, halves)
+    assert _row(text, e2e.ONE)[1:4] == ["52.0", "30.0", "22.0"]  # median of 50, 60, 52
+    assert _row(text, "2 workers / 1 worker")[2] == "2.00, 3.75, 2.44"

@@ -40,3 +40,9 @@ def test_marginal_table_medians_over_rounds() -> None:
     text = e2e.marginal_table(80.0, 40.0, rounds, halves)
     assert _row(text, e2e.ONE)[1:4] == ["52.0", "30.0", "22.0"]  # median of 50, 60, 52
     assert _row(text, "2 workers / 1 worker")[2] == "2.00, 3.75, 2.44"
+
+
+def test_marginal_table_gives_no_ratio_when_a_half_took_as_long_as_the_whole() -> None:
+    runs = _runs(30, 20, 10)
+    text = e2e.marginal_table(80.0, 40.0, [runs], [runs])
+    assert "no ratio" in text and "2 workers / 1 worker" not in text

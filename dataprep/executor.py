@@ -482,26 +482,66 @@ class LocalExecutor:
                 bar.update(docs, nbytes)
 
 
-class DriverWarmUps:
-    """Runs the warm-ups of a run's stages (:meth:`Stage.warm_ups`) in the driver process, once
-    each, ahead of the stage that needs them: for runs whose driver does the stages' work itself
-    (one worker, local executor), while it waits on something else (``while_waiting``). With a
-    pool, a stage warms its workers when it starts: warming them while the driver waits on a
-    process competes with that process for the cores (on 2 cores that cost more than it saved).
-    A warm-up that fails is ignored: the work that needs it meets the problem where it belongs."""
+class WarmUps:
+    """Runs the warm-ups of a run's stages (:meth:`Stage.warm_ups`), once each, ahead of the
+    stage that needs them, while the driver waits on a process of its own (``while_waiting``,
+    e.g. tokenizer training). ``start(fn)`` runs one warm-up where the stage's work will run: see
+    :meth:`in_driver` and :meth:`on_pool`. A warm-up that fails is ignored: the work that needs
+    it meets the problem where it belongs."""
 
-    def __init__(self, stages: list[Stage]):
+    def __init__(self, stages: list[Stage], start: Callable[[Callable[[Any], Any]], None]):
         self._stages = stages
+        self._start = start
         self._done: set[Callable[[Any], Any]] = set()
 
+    @classmethod
+    def in_driver(cls, stages: list[Stage]) -> WarmUps:
+        """For a run whose driver does the stages' work itself (one worker, local executor)."""
+
+        def start(fn: Callable[[Any], Any]) -> None:
+            with contextlib.suppress(Exception):
+                fn(None)
+
+        return cls(stages, start)
+
+    @classmethod
+    def on_pool(cls, stages: list[Stage], submit: Callable[..., Any], workers: int) -> WarmUps:
+        """For a pool of ``workers``: each warm-up is sent once per worker (an idle pool usually
+        hands one to each; a worker that gets two finds the second done) and runs at the lowest
+        CPU priority (:func:`warm_up_at_low_priority`), so it takes only the CPU the waited-on
+        process leaves idle. At normal priority, warming two workers during tokenizer training
+        slowed the training about as much as it saved."""
+
+        def start(fn: Callable[[Any], Any]) -> None:
+            for _ in range(workers):
+                submit(warm_up_at_low_priority, fn)
+
+        return cls(stages, start)
+
     def run_after(self, index: int) -> None:
-        """Run the warm-ups of the stages after stage ``index`` not run yet."""
+        """Start the warm-ups of the stages after stage ``index`` not started yet."""
         for st in self._stages[index + 1 :]:
             for fn in st.warm_ups():
                 if fn not in self._done:
                     self._done.add(fn)
-                    with contextlib.suppress(Exception):
-                        fn(None)
+                    self._start(fn)
+
+
+def warm_up_at_low_priority(fn: Callable[[Any], Any]) -> None:
+    """fn(None) in a thread of this process that runs at the lowest CPU priority (niceness 19;
+    on Linux a thread's niceness is its own, so the calling thread keeps its priority), waited
+    for. Errors are ignored, as for any warm-up."""
+    import threading
+
+    def run() -> None:
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        with contextlib.suppress(Exception):
+            fn(None)
+
+    thread = threading.Thread(target=run, name="warm-up")
+    thread.start()
+    thread.join()
 
 
 def _process_cpu(pid: int) -> float:
@@ -719,7 +759,11 @@ def prepare(
         drawn: Any = None  # report plots drawn by a worker during the last decide
         total_bytes = sum(t.nbytes for t in plan.tasks)
         clock.runner = runner
-        driver_warm_ups = DriverWarmUps(stages) if workers == 1 and executor == "local" else None
+        warm_ups: WarmUps | None = None
+        if executor == "local":
+            warm_ups = (
+                WarmUps.in_driver(stages) if workers == 1 else WarmUps.on_pool(stages, runner.submit, workers)
+            )
 
         def driver_ctx(i: int, stats: StageStats) -> DriverContext:
             work = run.stage_dir(i, labels[i])
@@ -736,7 +780,7 @@ def prepare(
                 quiet=quiet,
                 parallel_map=runner.map,
                 background=getattr(runner, "submit", None),
-                while_waiting=None if driver_warm_ups is None else partial(driver_warm_ups.run_after, i),
+                while_waiting=None if warm_ups is None else partial(warm_ups.run_after, i),
             )
 
         t0 = clock.start()

@@ -153,9 +153,10 @@ class Stage:
         """Driver-side check before any work starts (fail fast: missing files, bad settings)."""
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
-        """Slow preparations of the processes that will do this stage's driver-side work (module-level
-        functions of one ignored argument, e.g. a heavy import). The run may call them ahead, while
-        it waits on something else; they must not change any output."""
+        """Slow preparations of the processes that will do this stage's decide-time work (the driver
+        or the pool's workers; module-level functions of one ignored argument, e.g. a heavy import).
+        The run may call them ahead, while it waits on something else; they must not change any
+        output."""
         return []
 
     def begin_task(self, ctx: StageContext) -> None:
@@ -369,7 +370,7 @@ class ShardWriter:
     actual_seq_len) in the file's row order, and ``close_file(handle)`` returns the file's
     manifest entry. ``commit`` (driver, once every file is closed) e.g. moves a staging directory
     into place. ``warm_up`` (a module-level function of one ignored argument, e.g. a slow import)
-    may be run ahead by a driver that writes the files itself.
+    may be run ahead in the processes that will write files.
     """
 
     name: ClassVar[str] = ""

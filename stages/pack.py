@@ -785,8 +785,8 @@ class Pack(GlobalStage):
             raise RecipeError("pack.writers: a format is named twice")
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
-        """The shard writers' warm-ups (e.g. MindRecord's MindSpore import), for a driver that
-        writes the files itself (one worker)."""
+        """The shard writers' warm-ups (e.g. MindRecord's MindSpore import), run ahead in the
+        processes that will write the files (the driver at one worker, else the pool's workers)."""
         return [w for w in (registry.get(name).warm_up for name in self.params.writers) if w is not None]
 
     # -- workers
@@ -939,8 +939,8 @@ class Pack(GlobalStage):
             raise RecipeError(
                 "pack: no documents reached the train split (all dropped, or validation_fraction too high)"
             )
-        # (no warm-up of the workers here: packing keeps them busy, and a worker imports what a
-        # writer needs with its first file; a one-worker run warms the driver ahead, see warm_ups)
+        # (what a writer needs was imported ahead, while the tokenizer trained: see warm_ups;
+        # a process that missed it imports it with its first file)
         # 1. pack every split into its spool (shuffle buckets)
         token_dtype = TOKEN_DTYPES[dtype]
         spooled: dict[str, Spooled] = {}

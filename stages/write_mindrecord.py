@@ -1,8 +1,8 @@
 """Shard writer for MindRecord: shards/mindrecord/<split>-NNNNN.mindrecord (+ .db), one standalone
 file per shard, following the shard plan so files line up with the .bin files row for row.
 
-Files are written wherever the shard-file jobs run (each worker imports MindSpore, ~3 s, with
-its first file; a one-worker run imports it ahead with ``warm_up``), into
+Files are written wherever the shard-file jobs run (MindSpore's import, ~1-3 s, is run ahead
+with ``warm_up`` in the driver or the pool's workers while the tokenizer trains), into
 shards/.mindrecord.staging; the directory is moved into place whole by ``commit`` once every file
 is committed (MindRecord headers store bare file names: files must never be renamed). A
 MindRecord file's bytes depend on how its rows were cut into writes: the same rows in the same

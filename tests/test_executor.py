@@ -217,3 +217,101 @@ def test_pool_workers_get_one_library_thread_each_before_numpy_loads() -> None:
         found = pool.map(worker_setup, [None, None])
     expected = {name: os.environ.get(name, value) for name, value in ONE_THREAD.items()}
     assert found == [{"numpy_was_loaded": False, **expected}] * 2
+
+
+def _record_warm_up(_: object) -> None:
+    """A warm-up that leaves, in $WARM_UP_DIR, a file per call: process id, then the niceness of
+    the calling thread and of the process's main thread."""
+    import threading
+
+    here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    main = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread's id is the pid
+    path = Path(os.environ["WARM_UP_DIR"]) / f"{os.getpid()}-{threading.get_native_id()}"
+    path.write_text(f"{os.getpid()} {here} {main}")
+
+
+class _StageWithWarmUps:
+    def __init__(self, *fns: object):
+        self.fns = list(fns)
+
+    def warm_ups(self) -> list[object]:
+        return self.fns
+
+
+def test_warm_ups_start_once_each_and_only_for_later_stages() -> None:
+    from dataprep.executor import WarmUps
+
+    def a(_: object) -> None: ...
+    def b(_: object) -> None: ...
+    def c(_: object) -> None: ...
+
+    started: list[object] = []
+    stages = [_StageWithWarmUps(a), _StageWithWarmUps(b), _StageWithWarmUps(b, c)]
+    warm_ups = WarmUps(stages, started.append)  # type: ignore[arg-type]
+    warm_ups.run_after(0)
+    assert started == [b, c]
+    warm_ups.run_after(-1)
+    assert started == [b, c, a]
+
+
+def test_a_warm_up_at_low_priority_leaves_the_calling_thread_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataprep.executor import WarmUps, warm_up_at_low_priority
+
+    monkeypatch.setenv("WARM_UP_DIR", str(tmp_path))
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    warm_up_at_low_priority(_record_warm_up)
+    warm_up_at_low_priority(lambda _: 1 / 0)  # a failing warm-up is ignored
+    (record,) = tmp_path.iterdir()
+    pid, here, main = map(int, record.read_text().split())
+    assert (pid, here, main) == (os.getpid(), 19, before)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
+    # in the driver (one worker) a warm-up runs at the driver's own priority
+    record.unlink()
+    WarmUps.in_driver([_StageWithWarmUps(_record_warm_up)]).run_after(-1)  # type: ignore[list-item]
+    (record,) = tmp_path.iterdir()
+    assert record.read_text().split()[1] == str(before)
+
+
+def test_warm_ups_reach_pool_workers_at_low_priority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataprep.executor import LocalExecutor, WarmUps
+
+    monkeypatch.setenv("WARM_UP_DIR", str(tmp_path))  # before the pool starts: workers inherit it
+    with LocalExecutor(2) as pool:
+        futures: list[object] = []
+        submit = lambda fn, arg: futures.append(pool.submit(fn, arg))  # noqa: E731
+        WarmUps.on_pool([_StageWithWarmUps(_record_warm_up)], submit, 2).run_after(-1)  # type: ignore[list-item]
+        assert len(futures) == 2
+        for f in futures:
+            assert f.result() is None  # type: ignore[attr-defined]
+        worker_pids = set(pool.worker_pids())
+    records = [tuple(map(int, p.read_text().split())) for p in tmp_path.iterdir()]
+    assert len(records) == 2
+    for pid, here, main in records:
+        assert pid in worker_pids and pid != os.getpid()
+        assert here == 19 and main == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_a_pool_run_warms_its_workers_for_the_shard_writers_while_the_tokenizer_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataprep.executor import LocalExecutor, warm_up_at_low_priority
+    from stages.write_mindrecord import import_mindrecord
+
+    submitted: list[tuple[object, object]] = []
+    real_submit = LocalExecutor.submit
+
+    def spy(self: LocalExecutor, fn: object, arg: object) -> object:
+        submitted.append((fn, arg))
+        return real_submit(self, fn, arg)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LocalExecutor, "submit", spy)
+    recipe = recipe_with(split_bytes=1 << 18)
+    recipe["stages"][-1]["pack"]["writers"] = ["mindrecord", "bin"]
+    run([SAMPLE], tmp_path / "o", recipe, workers=2)
+    warm = [arg for fn, arg in submitted if fn is warm_up_at_low_priority]
+    assert warm == [import_mindrecord] * 2
+    # sent while the tokenizer trained: before the first job of the packing end
+    first_pack_job = next(i for i, (fn, _) in enumerate(submitted) if fn.__module__ == "stages.pack")
+    assert max(i for i, (fn, _) in enumerate(submitted) if fn is warm_up_at_low_priority) < first_pack_job

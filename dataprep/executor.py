@@ -506,11 +506,11 @@ class WarmUps:
 
     @classmethod
     def on_pool(cls, stages: list[Stage], submit: Callable[..., Any], workers: int) -> WarmUps:
-        """For a pool of ``workers``: each warm-up is sent once per worker (an idle pool usually
-        hands one to each; a worker that gets two finds the second done) and runs at the lowest
-        CPU priority (:func:`warm_up_at_low_priority`), so it takes only the CPU the waited-on
-        process leaves idle. At normal priority, warming two workers during tokenizer training
-        slowed the training about as much as it saved."""
+        """For ``workers`` pool or Ray workers: each warm-up is sent once per worker (idle
+        workers usually take one each; a worker that gets two finds the second done) and runs at
+        the lowest CPU priority (:func:`warm_up_at_low_priority`), so it takes only the CPU the
+        waited-on process leaves idle. At normal priority, warming two workers during tokenizer
+        training slowed the training about as much as it saved."""
 
         def start(fn: Callable[[Any], Any]) -> None:
             for _ in range(workers):
@@ -759,11 +759,10 @@ def prepare(
         drawn: Any = None  # report plots drawn by a worker during the last decide
         total_bytes = sum(t.nbytes for t in plan.tasks)
         clock.runner = runner
-        warm_ups: WarmUps | None = None
-        if executor == "local":
-            warm_ups = (
-                WarmUps.in_driver(stages) if workers == 1 else WarmUps.on_pool(stages, runner.submit, workers)
-            )
+        if executor == "local" and workers == 1:
+            warm_ups = WarmUps.in_driver(stages)
+        else:
+            warm_ups = WarmUps.on_pool(stages, runner.submit, workers)
 
         def driver_ctx(i: int, stats: StageStats) -> DriverContext:
             work = run.stage_dir(i, labels[i])
@@ -780,7 +779,7 @@ def prepare(
                 quiet=quiet,
                 parallel_map=runner.map,
                 background=getattr(runner, "submit", None),
-                while_waiting=None if warm_ups is None else partial(warm_ups.run_after, i),
+                while_waiting=partial(warm_ups.run_after, i),
             )
 
         t0 = clock.start()

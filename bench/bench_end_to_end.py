@@ -114,6 +114,7 @@ ONE, TWO, RAY = "ours local, 1 worker", "ours local, 2 workers", "ours ray, 2 CP
 
 
 def out_dir(tmp: Path, name: str, inp: str = "in") -> Path:
+    """Where the run ``name`` on tmp/``inp`` writes its outputs."""
     return tmp / f"{inp}_{name.replace(' ', '_').replace(',', '')}"
 
 

@@ -451,17 +451,8 @@ class LocalExecutor:
                     run_task(str(out), pass_index, t, bar.update)
             return
         pool = self._ensure_pool()
-        stop = threading.Event()
 
-        def drain() -> None:
-            while not stop.is_set():
-                try:
-                    docs, nbytes = self._queue.get(timeout=0.2)
-                except Exception:  # queue.Empty
-                    continue
-                bar.update(docs, nbytes)
-
-        thread = threading.Thread(target=drain, daemon=True)
+        thread = threading.Thread(target=relay_progress, args=(self._queue, bar), daemon=True)
         thread.start()
         try:
             futures = [pool.submit(_pool_task, str(out), pass_index, t) for t in task_indices]
@@ -472,14 +463,21 @@ class LocalExecutor:
                         g.cancel()
                     raise f.exception()  # type: ignore[misc]
         finally:
-            stop.set()
+            self._queue.put(None)
             thread.join()
-            while True:  # updates still queued
+            while True:  # updates that came after the None
                 try:
                     docs, nbytes = self._queue.get_nowait()
-                except Exception:
+                except Exception:  # queue.Empty
                     break
                 bar.update(docs, nbytes)
+
+
+def relay_progress(queue: Any, bar: Progress) -> None:
+    """Pass the workers' (documents, bytes) updates from ``queue`` to ``bar`` until a None, which
+    the driver puts when the pass is over (so the relay ends at once, with no polling)."""
+    while (update := queue.get()) is not None:
+        bar.update(*update)
 
 
 class WarmUps:

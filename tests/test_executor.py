@@ -315,3 +315,27 @@ def test_a_pool_run_warms_its_workers_for_the_shard_writers_while_the_tokenizer_
     # sent while the tokenizer trained: before the first job of the packing end
     first_pack_job = next(i for i, (fn, _) in enumerate(submitted) if fn.__module__ == "stages.pack")
     assert max(i for i, (fn, _) in enumerate(submitted) if fn is warm_up_at_low_priority) < first_pack_job
+
+
+def test_progress_is_relayed_until_the_end_of_pass_marker() -> None:
+    import queue
+    import threading
+
+    from dataprep.executor import relay_progress
+
+    updates: queue.Queue[tuple[int, int] | None] = queue.Queue()
+    got: list[tuple[int, int]] = []
+
+    class Bar:
+        def update(self, docs: int, nbytes: int) -> None:
+            got.append((docs, nbytes))
+
+    relay = threading.Thread(target=relay_progress, args=(updates, Bar()))
+    relay.start()
+    for update in [(3, 30), (1, 7)]:
+        updates.put(update)
+    updates.put(None)
+    updates.put((9, 9))  # the next pass's
+    relay.join(timeout=10)
+    assert not relay.is_alive()
+    assert got == [(3, 30), (1, 7)] and updates.get_nowait() == (9, 9)

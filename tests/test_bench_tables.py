@@ -30,7 +30,7 @@ def test_marginal_ratios_leave_out_fixed_costs() -> None:
     assert _row(text, "2 workers / 1 worker")[1:] == ["2.00", "2.00, 2.00", "≥ 1.8"]
     assert _row(text, "ours(2) / bare tokenizer (2 threads)")[1] == "0.80"
     # the whole-text ratios of the same runs still carry the fixed costs
-    ratios = {name: value for name, value, _ in e2e.ratios_of({n: m.seconds for n, m in whole.items()})}
+    ratios = {r.name: r.value for r in e2e.ratios_of({n: m.seconds for n, m in whole.items()})}
     assert round(ratios["2 workers / 1 worker"], 2) == 1.79
 
 
@@ -46,3 +46,33 @@ def test_marginal_table_gives_no_ratio_when_a_half_took_as_long_as_the_whole() -
     runs = _runs(30, 20, 10)
     text = e2e.marginal_table(80.0, 40.0, [runs], [runs])
     assert "no ratio" in text and "2 workers / 1 worker" not in text
+
+
+def test_ceilings_are_the_ratios_had_our_runs_wasted_nothing() -> None:
+    seconds = {e2e.ONE: 36.0, e2e.TWO: 20.0, e2e.BARE: 13.0, e2e.RAY: 25.0, e2e.RAY_ALONE: 4.0}
+    cpu = {e2e.ONE: 38.0, e2e.TWO: 40.0, e2e.BARE: 23.0}
+    ratios = {r.name: r for r in e2e.ratios_of(seconds, cpu)}
+    # ours on 2 cores takes at least 40 / 2 = 20 CPU-bound seconds
+    assert ratios["ours(2) / bare tokenizer (2 threads)"].ceiling == 13.0 / 20.0
+    assert ratios["2 workers / 1 worker"].ceiling == 36.0 / 20.0
+    # Ray takes at least the local run plus its own start and stop
+    assert ratios["ray / local (2 CPUs, Ray started by the run)"].ceiling == 20.0 / 24.0
+    assert all(r.ceiling is None for r in e2e.ratios_of(seconds))  # no CPU seconds: no ceiling
+
+
+def test_result_table_prints_ceilings_and_ray_alone_apart_from_the_runs() -> None:
+    def measured(seconds: float, cpu: float = 0.0) -> Measured:
+        return Measured(seconds, 0.0, 0, "", cpu)
+
+    rnd = {
+        e2e.ONE: measured(36.0, 38.0),
+        e2e.TWO: measured(20.0, 40.0),
+        e2e.RAY: measured(25.0),
+        e2e.RAY_ALONE: measured(4.0),
+        e2e.BARE: measured(13.0, 23.0),
+    }
+    text = e2e.result_table("c", 10, 88.0, {"totals": {"kept": 9}}, [rnd], None)
+    assert _row(text, "2 workers / 1 worker")[1:] == ["1.80", "1.80", "≥ 1.8", "1.80"]
+    assert _row(text, "ray / local (2 CPUs, Ray started by the run)")[4] == "0.83"
+    assert f"{e2e.RAY_ALONE}: 4.0 s" in text
+    assert not any(line.startswith(f"| {e2e.RAY_ALONE}") for line in text.splitlines())

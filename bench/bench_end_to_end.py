@@ -211,9 +211,9 @@ def one_round(
 
 
 def ratios_of(by: dict[str, float], cpu: dict[str, float] | None = None) -> list[Ratio]:
-    """The speed ratios from seconds per run name, with their ceilings when ``cpu`` (CPU seconds
-    per run name) is given: ours can take no less than its CPU seconds spread over the cores, and
-    a run on Ray no less than the local run plus what Ray alone costs."""
+    """The speed ratios from seconds per run name, with their ceilings: ours can take no less than
+    its CPU seconds (``cpu``, per run name) spread over the cores, and a run on Ray no less than the
+    local run plus what Ray alone costs (when measured)."""
     two = by[TWO]
     floor = cpu[TWO] / CORES if cpu and cpu.get(TWO) else None  # ours, with every core busy throughout
 
@@ -221,7 +221,7 @@ def ratios_of(by: dict[str, float], cpu: dict[str, float] | None = None) -> list
         return reference / floor if floor else None
 
     def with_ray(alone: str) -> float | None:
-        return two / (two + by[alone]) if cpu is not None and alone in by else None
+        return two / (two + by[alone]) if alone in by else None
 
     out = [Ratio("ours(2) / bare tokenizer (2 threads)", by[BARE] / two, 0.8, over_floor(by[BARE]))]
     out.append(Ratio("2 workers / 1 worker", by[ONE] / two, 1.8, over_floor(by[ONE])))

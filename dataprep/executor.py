@@ -529,7 +529,6 @@ def warm_up_at_low_priority(fn: Callable[[Any], Any]) -> None:
     """fn(None) in a thread of this process that runs at the lowest CPU priority (niceness 19;
     on Linux a thread's niceness is its own, so the calling thread keeps its priority), waited
     for. Errors are ignored, as for any warm-up."""
-    import threading
 
     def run() -> None:
         with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority

@@ -447,6 +447,12 @@ def task_ranges(weights: list[int], jobs: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
+def job_ranges(weights: list[int], workers: int) -> list[tuple[int, int]]:
+    """The runs of consecutive tasks the packing jobs take: RUNS_PER_WORKER per worker, of about
+    equal weight (:func:`task_ranges`)."""
+    return task_ranges(weights, RUNS_PER_WORKER * max(1, workers))
+
+
 def pack_concat_task(job: PackJob) -> dict[str, Any]:
     """Concat, consecutive tasks, in any process: the rows lying wholly inside their stream go to
     the spool under their global row numbers; the tokens before its first row boundary (``head``)
@@ -497,7 +503,7 @@ def _pack_concat(
     order, as the results come in) and packs the stream's last partial row."""
     L = base.row_length
     offsets = np.concatenate([[0], np.cumsum([size for _, size, _, _ in tasks])])
-    ranges = task_ranges([size for _, size, _, _ in tasks], RUNS_PER_WORKER * max(1, ctx.workers))
+    ranges = job_ranges([size for _, size, _, _ in tasks], ctx.workers)
     jobs = [
         dataclasses.replace(
             base,
@@ -614,9 +620,7 @@ def _pack_per_task(
             base.token_dtype,
             assign,
         )
-        for lo, hi in task_ranges(
-            [file.rows for file, _, _ in spooled], RUNS_PER_WORKER * max(1, ctx.workers)
-        )
+        for lo, hi in job_ranges([file.rows for file, _, _ in spooled], ctx.workers)
     ]
     shares: list[dict[int, Bucket]] = []
     _in_order(ctx, respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])

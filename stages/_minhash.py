@@ -2,6 +2,9 @@
 
 Pipeline for a batch of documents (all arrays, no per-shingle Python):
 
+0. With ``fold_regional``: Taiwan / Hong Kong phrasings replaced by the mainland ones
+   (``_regional``: OpenCC over a table of OpenCC's regional dictionaries), only in the texts
+   a hashed bigram test over the batch's code points says may hold one.
 1. Light simplification, one table lookup per code point (:func:`char_tables`): NFKC of the single
    character when it stays a single character (full width -> half width, compatibility
    ideographs -> unified ones), lower case, every decimal digit -> ``0``, and with ``fold_variants``
@@ -34,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from stages import _regional
 
 U64 = np.uint64
 MASK32 = U64(0xFFFFFFFF)
@@ -177,9 +182,21 @@ def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.lru_cache(maxsize=4)
 def _packed_table(fold_variants: bool) -> np.ndarray:
-    """fold | class << 22 in one uint32 table (one gather per code point instead of two)."""
+    """fold | class << 22 | regional trigger bits << 24 (``_regional.Triggers.chars`` of the
+    folded character) in one uint32 table: one gather per code point instead of three."""
     fold, cls = char_tables(fold_variants)
-    return fold | (cls.astype(np.uint32) << np.uint32(22))
+    triggers = _regional_triggers(fold_variants).chars[fold].astype(np.uint32)
+    return fold | (cls.astype(np.uint32) << np.uint32(22)) | (triggers << np.uint32(24))
+
+
+@functools.lru_cache(maxsize=1)
+def _cjk_token_values() -> np.ndarray:
+    """uint64 [_SCANNED]: the token value of a CJK character by its folded code point (the
+    splitmix64 of code point + _CJK_SALT; CJK characters fold to CJK characters, all below
+    _SCANNED), one gather per character instead of the mix (2 MB, shared by all batches)."""
+    values = np.arange(_SCANNED, dtype=np.uint64)
+    values += _CJK_SALT
+    return _mix64_inplace(values)
 
 
 @dataclass(frozen=True)
@@ -238,7 +255,11 @@ MAX_BATCH_CHARS = 1 << 21  # code points processed at once (~50 bytes of work sp
 
 
 def shingle_batch(
-    texts: list[str], ngram_cjk: int = 5, ngram_word: int = 5, fold_variants: bool = True
+    texts: list[str],
+    ngram_cjk: int = 5,
+    ngram_word: int = 5,
+    fold_variants: bool = True,
+    fold_regional: bool = False,
 ) -> ShingleBatch:
     """Simplify, tokenise and shingle ``texts`` (see the module docstring); returns their shingle
     sets as sorted unique uint32 hashes. Long batches are cut into groups of documents of about
@@ -252,8 +273,8 @@ def shingle_batch(
         groups[-1].append(t)
         size += len(t) + 1
     if len(groups) == 1:
-        return _shingle_group(texts, ngram_cjk, ngram_word, fold_variants)
-    parts = [_shingle_group(g, ngram_cjk, ngram_word, fold_variants) for g in groups]
+        return _shingle_group(texts, ngram_cjk, ngram_word, fold_variants, fold_regional)
+    parts = [_shingle_group(g, ngram_cjk, ngram_word, fold_variants, fold_regional) for g in groups]
     sizes = np.concatenate([p.sizes() for p in parts])
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
@@ -262,14 +283,51 @@ def shingle_batch(
     )
 
 
-def _shingle_group(texts: list[str], ngram_cjk: int, ngram_word: int, fold_variants: bool) -> ShingleBatch:
+@functools.lru_cache(maxsize=2)
+def _regional_triggers(fold_variants: bool) -> _regional.Triggers:
+    return _regional.Triggers(char_tables(fold_variants)[0])
+
+
+def _fold_regional(
+    texts: list[str], packed: np.ndarray, lengths: np.ndarray, fold_variants: bool
+) -> np.ndarray:
+    """``packed`` (the batch's packed code points, each document followed by a separator) with the
+    documents whose regional phrasings ``_regional`` folds replaced by their folded text;
+    ``lengths`` (code points plus separator) is updated in place. Entries are looked up only
+    where the triggers say one may start, and only the changed documents are looked up again."""
+    cp = packed & np.uint32(0x3FFFFF)
+    candidates = _regional_triggers(fold_variants).candidates(cp, (packed >> np.uint32(24)).astype(np.uint8))
+    del cp
+    changed = _regional.replace(texts, lengths, candidates) if len(candidates) else []
+    if not changed:
+        return packed
+    starts = (np.cumsum(lengths) - lengths).tolist()
+    joined = "\n".join([*(t for _, t in changed), ""])
+    folded = _packed_table(fold_variants)[np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)]
+    pieces: list[np.ndarray] = []
+    at = done = 0
+    for i, text in changed:
+        pieces += [packed[at : starts[i]], folded[done : done + len(text) + 1]]
+        at = starts[i] + int(lengths[i])
+        done += len(text) + 1
+        lengths[i] = len(text) + 1
+    pieces.append(packed[at:])
+    return np.concatenate(pieces)
+
+
+def _shingle_group(
+    texts: list[str], ngram_cjk: int, ngram_word: int, fold_variants: bool, fold_regional: bool
+) -> ShingleBatch:
     n_docs = len(texts)
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n_docs) + 1
     joined = "\n".join([*texts, ""])  # every document ends with a separator
     packed = _packed_table(fold_variants)[np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)]
-    cls = (packed >> np.uint32(22)).astype(np.uint8)
+    del joined
+    if fold_regional:
+        packed = _fold_regional(texts, packed, lengths, fold_variants)
+    cls = ((packed >> np.uint32(22)) & np.uint32(3)).astype(np.uint8)
     cp = packed & np.uint32(0x3FFFFF)
     del packed
-    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=n_docs)
     keep = cls != IGNORED
     if not keep.all():
         starts = np.zeros(n_docs, dtype=np.int64)
@@ -310,9 +368,7 @@ def _shingle_group(texts: list[str], ngram_cjk: int, ngram_word: int, fold_varia
             del token_at
             values = np.empty(token_pos.size, dtype=np.uint64)
             tok_is_cjk = is_cjk[token_pos]
-            cjk_values = cp[token_pos[tok_is_cjk]].astype(np.uint64)
-            cjk_values += _CJK_SALT
-            values[tok_is_cjk] = _mix64_inplace(cjk_values)
+            values[tok_is_cjk] = _cjk_token_values()[cp[token_pos[tok_is_cjk]]]
             if run_starts.size:
                 values[~tok_is_cjk] = word_hash
         else:  # word runs only
@@ -370,10 +426,16 @@ def _shingle_group(texts: list[str], ngram_cjk: int, ngram_word: int, fold_varia
 
 
 def shingle_strings(
-    text: str, ngram_cjk: int = 5, ngram_word: int = 5, fold_variants: bool = True
+    text: str,
+    ngram_cjk: int = 5,
+    ngram_word: int = 5,
+    fold_variants: bool = True,
+    fold_regional: bool = False,
 ) -> list[str]:
     """The same shingles as :func:`shingle_batch`, as strings (tokens joined by a space); slow,
     for reference implementations (datasketch in tests and benchmarks) and for reading."""
+    if fold_regional:
+        text = _regional.fold_regional([text])[0]
     fold, cls_table = char_tables(fold_variants)
     tokens: list[str] = []
     cjk_tokens = 0

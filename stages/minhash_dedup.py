@@ -1,5 +1,13 @@
 """MinHash-LSH near-duplicate removal, Chinese-aware (see ``_minhash`` for shingles and hashing).
 
+What is hashed is each document as every copy of it reads alike, not as earlier stages happened
+to edit one copy: with ``exclude_boilerplate`` (and a paragraph_dedup earlier in the recipe), the
+document without the paragraphs paragraph_dedup found in more than its ``max_docs`` documents,
+whichever copy it kept them in (``_paragraphs.without_boilerplate``; so boilerplate shared by
+unrelated documents never makes them near duplicates, and a paragraph kept in one copy only
+never sets two copies apart); with ``fold_regional``, Taiwan / Hong Kong phrasings folded to the
+mainland's (``_regional``). Neither changes the text that is kept.
+
 compute (per task, vectorised): simplify -> shingle (CJK character n-grams or word n-grams, per
   document) -> signature (uint32 x num_perm) -> band keys (uint64 x bands). Spilled under the
   stage's work directory through renames: ``<task>.bands.parquet`` (id, length, shingle count,
@@ -57,6 +65,8 @@ from dataprep.formats import arrow
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
 from stages import _minhash as mh
+from stages import _paragraphs as para
+from stages import _regional
 from stages._components import (
     EDGE,
     FileSet,
@@ -87,6 +97,16 @@ class MinhashDedupParams:
     ngram_word: int = param(5, help="shingle length in words for other documents")
     fold_variants: bool = param(
         True, help="fold Traditional to Simplified characters before shingling (OpenCC t2s per character)"
+    )
+    fold_regional: bool = param(
+        True,
+        help="fold Taiwan / Hong Kong phrasings to the mainland's before shingling (OpenCC's regional "
+        "phrase tables; 伺服器 -> 服务器): only the hashed text, never the kept one",
+    )
+    exclude_boilerplate: bool = param(
+        True,
+        help="shingle each document without the paragraphs an earlier paragraph_dedup found in more "
+        "than max_docs documents, in every copy alike (the kept text follows paragraph_dedup)",
     )
     bands: int = param(0, help="LSH bands; 0: chosen with rows from threshold and the weights")
     rows: int = param(0, help="signature rows per band; 0: chosen with bands")
@@ -347,7 +367,7 @@ class _Spills:
         return out
 
 
-def _table_versions(fold_variants: bool) -> dict[str, str]:
+def _table_versions(fold_variants: bool, fold_regional: bool) -> dict[str, str]:
     """Versions of the data behind the simplification tables (shingles depend on them)."""
     import unicodedata
     from importlib.metadata import PackageNotFoundError, version
@@ -358,6 +378,8 @@ def _table_versions(fold_variants: bool) -> dict[str, str]:
             out["opencc"] = version("opencc")
         except PackageNotFoundError:
             out["opencc"] = "unknown"
+    if fold_regional:
+        out["regional_phrases"] = _regional.table_version()
     return out
 
 
@@ -579,6 +601,22 @@ class MinhashDedup(GlobalStage):
         self._hasher: mh.MinHasher | None = None
         self._hasher_seed: int | None = None
         self._replay: DecisionReplay | None = None
+        self._boilerplate: tuple[str, para.BoilerplateSet] | None = None
+
+    def _hashed_texts(self, batch: list[Document], ctx: StageContext) -> list[str]:
+        """The texts to shingle: without the corpus-wide boilerplate paragraphs when
+        paragraph_dedup published them (``exclude_boilerplate``); regional phrasing is folded by
+        the shingler (``fold_regional``)."""
+        texts = [d.text for d in batch]
+        found = ctx.artifacts.get("boilerplate_paragraphs") if self.params.exclude_boilerplate else None
+        if not found or not found["count"]:
+            return texts
+        if self._boilerplate is None or self._boilerplate[0] != found["path"]:
+            self._boilerplate = (found["path"], para.BoilerplateSet(found["path"]))
+        before = sum(map(len, texts))
+        texts = para.without_boilerplate(texts, found["unit"], found["min_chars"], self._boilerplate[1])
+        ctx.stats.count("boilerplate_chars_not_hashed", before - sum(map(len, texts)))
+        return texts
 
     def setup(self, ctx: DriverContext) -> None:
         self.params.band_shape()
@@ -594,7 +632,9 @@ class MinhashDedup(GlobalStage):
             self._spill = _TaskSpill(ctx.work_dir, ctx.task_id, bands, p.verify == "exact")
         if self._hasher is None or self._hasher_seed != ctx.seed:
             self._hasher, self._hasher_seed = mh.MinHasher(p.num_perm, ctx.seed), ctx.seed
-        shingles = mh.shingle_batch([d.text for d in batch], p.ngram_cjk, p.ngram_word, p.fold_variants)
+        shingles = mh.shingle_batch(
+            self._hashed_texts(batch, ctx), p.ngram_cjk, p.ngram_word, p.fold_variants, p.fold_regional
+        )
         sig = self._hasher.signatures(shingles)
         keys = mh.band_keys(sig, bands, rows)
         self._spill.write(batch, shingles, sig, keys, p.preview_chars)
@@ -691,7 +731,9 @@ class MinhashDedup(GlobalStage):
                     "cjk_chars": p.ngram_cjk,
                     "words": p.ngram_word,
                     "fold_variants": p.fold_variants,
-                    **_table_versions(p.fold_variants),
+                    "fold_regional": p.fold_regional,
+                    "exclude_boilerplate": p.exclude_boilerplate,
+                    **_table_versions(p.fold_variants, p.fold_regional),
                 },
             }
         }

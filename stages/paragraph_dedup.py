@@ -8,10 +8,14 @@ shorter than ``min_chars`` (after that) are never touched. A paragraph repeated 
 document counts once for that document; in the documents it is removed from, every occurrence
 goes. A document left without text is dropped as ``duplicate_paragraphs``.
 
-compute: spill (xxh3-128 of the paragraph, row) entries per task (see ``_keyspill``).
+compute: spill (xxh3-128 of the paragraph, row) entries per task (see ``_keyspill``; paragraphs
+         and keys as defined in ``_paragraphs``).
 decide:  group equal paragraphs over the corpus in key-range partitions (bounded memory), spread
          over the run's workers (``DriverContext.map``; see ``_keyspill``), then write, per task
-         (one call each), the (paragraph, row) entries to remove.
+         (one call each), the (paragraph, row) entries to remove. The keys of every boilerplate
+         paragraph go to one sorted file, published as the artifact ``boilerplate_paragraphs``
+         ({"path", "unit", "min_chars", "count"}): later stages that must see every copy of a
+         document alike (minhash_dedup) remove them from all documents, the first included.
 apply:   rebuild each affected document without its marked paragraphs.
 stats:   counters ``paragraphs`` (distinct per document, long enough), ``repeated_paragraphs``,
          ``boilerplate_paragraphs`` (distinct texts over max_docs), ``paragraphs_removed``,
@@ -20,7 +24,6 @@ stats:   counters ``paragraphs`` (distinct per document, long enough), ``repeate
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,9 +33,9 @@ import numpy as np
 from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
+from stages import _paragraphs as para
 from stages._keyspill import (
     KeySpill,
-    digests_to_keys,
     load_entries,
     load_job,
     partition_count,
@@ -44,8 +47,8 @@ from stages._keyspill import (
 )
 
 DOCS_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096, 16384]
-BLANK_LINES = re.compile(r"(\n[ \t\u3000]*\n\s*)")
 EXAMPLE_CHARS = 300
+BOILERPLATE_FILE = "boilerplate.keys.npy"
 
 
 @dataclass
@@ -68,10 +71,6 @@ class ParagraphDedupParams:
             raise ValueError("min_chars must be >= 1")
 
 
-def _key_text(paragraph: str) -> str:
-    return " ".join(paragraph.split())
-
-
 @dataclass(frozen=True)
 class _Job:
     """What the decide calls of one run share (sent to workers; paths, no data)."""
@@ -87,11 +86,15 @@ class _Job:
     def partition_file(self, p: int) -> Path:
         return Path(self.work_dir) / f"part{p:04d}.remove.npy"
 
+    def boilerplate_file(self, p: int) -> Path:
+        return Path(self.work_dir) / f"part{p:04d}.boilerplate.npy"
+
 
 def _mark_partition(args: tuple[str, int]) -> tuple[dict[str, int], dict[str, Any]]:
     """Decide round 1, one key-range partition: marks the (paragraph, document) entries to remove
-    (all but the first of a paragraph found in more than max_docs documents); returns counters
-    and the docs_per_paragraph histogram of repeated paragraphs."""
+    (all but the first of a paragraph found in more than max_docs documents) and writes the
+    partition's boilerplate keys, sorted; returns counters and the docs_per_paragraph histogram
+    of repeated paragraphs."""
     job_path, p = args
     job = load_job(job_path, _Job)
     part = read_partition(job.key_paths(), p, job.partitions)
@@ -99,12 +102,16 @@ def _mark_partition(args: tuple[str, int]) -> tuple[dict[str, int], dict[str, An
     values = np.zeros(len(order), dtype=np.uint8)
     hist = Histogram(DOCS_EDGES)
     counts = {"repeated": 0, "boilerplate": 0, "removed": 0}
+    boilerplate = np.zeros(0, dtype=para.KEY)
     if len(order):
         first = np.flatnonzero(starts)
         size = np.diff(np.append(first, len(order)))
         group = np.cumsum(starts) - 1
         remove_sorted = (size[group] > job.max_docs) & ~starts
         values[order] = remove_sorted
+        heads = order[first[size > job.max_docs]]
+        boilerplate = np.empty(len(heads), dtype=para.KEY)
+        boilerplate["hi"], boilerplate["lo"] = part.hi[heads], part.lo[heads]
         hist.add(size[size > 1])
         counts = {
             "repeated": int(np.count_nonzero(size > 1)),
@@ -112,6 +119,7 @@ def _mark_partition(args: tuple[str, int]) -> tuple[dict[str, int], dict[str, An
             "removed": int(np.count_nonzero(remove_sorted)),
         }
     save_partition_values(job.partition_file(p), part, values)
+    save_atomic(job.boilerplate_file(p), boilerplate)
     return counts, hist.to_json()
 
 
@@ -140,37 +148,6 @@ class ParagraphDedup(GlobalStage):
     def begin_task(self, ctx: StageContext) -> None:
         self._spill, self._rows, self._remove, self._position = KeySpill(), 0, None, 0
 
-    def _pieces(self, text: str) -> list[str]:
-        """The document cut into paragraphs and separators, alternating (even indices: paragraphs)."""
-        if self.params.unit == "line":
-            parts: list[str] = []
-            for line in text.split("\n"):
-                parts += [line, "\n"]
-            return parts[:-1]
-        return BLANK_LINES.split(text)
-
-    def _paragraphs(self, text: str) -> list[str]:
-        """The paragraphs of the document (the even indices of :meth:`_pieces`)."""
-        if self.params.unit == "line":
-            return text.split("\n")
-        return BLANK_LINES.split(text)[::2]
-
-    def _keys(self, paragraphs: list[str]) -> tuple[list[int], np.ndarray, np.ndarray]:
-        """(indices of the paragraphs long enough, their key halves hi, lo)."""
-        import xxhash
-
-        digest = xxhash.xxh3_128_digest
-        min_chars = self.params.min_chars
-        # whitespace collapsing never lengthens a paragraph: shorter ones need no key text
-        long_enough = [
-            (i, key)
-            for i, p in enumerate(paragraphs)
-            if len(p) >= min_chars and len(key := _key_text(p)) >= min_chars
-        ]
-        idx = [i for i, _ in long_enough]
-        hi, lo = digests_to_keys([digest(key.encode("utf-8")) for _, key in long_enough])
-        return idx, hi, lo
-
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
         """Spill the keys of the batch's paragraphs, with their row (one key computation per batch)."""
         assert self._spill is not None
@@ -179,12 +156,12 @@ class ParagraphDedup(GlobalStage):
         paragraphs: list[str] = []
         counts: list[int] = []
         for doc in batch:
-            pieces = self._paragraphs(doc.text)
+            pieces = para.paragraphs(doc.text, self.params.unit)
             paragraphs += pieces
             counts.append(len(pieces))
         rows = np.repeat(np.arange(self._rows, self._rows + len(batch), dtype=np.int64), counts)
         self._rows += len(batch)
-        idx, hi, lo = self._keys(paragraphs)
+        idx, hi, lo = para.keys(paragraphs, self.params.min_chars)
         self._spill.add(hi, lo, rows[idx])
 
     def finish_compute(self, ctx: StageContext) -> None:
@@ -215,10 +192,23 @@ class ParagraphDedup(GlobalStage):
             repeated += counts["repeated"]
             boilerplate += counts["boilerplate"]
             removed += counts["removed"]
+        parts = [np.load(job.boilerplate_file(p)) for p in range(count)]
+        keys = para.BoilerplateSet.write(ctx.work_dir / BOILERPLATE_FILE, parts)
+        del parts
+        ctx.publish(
+            "boilerplate_paragraphs",
+            {
+                "path": str(ctx.work_dir / BOILERPLATE_FILE),
+                "unit": self.params.unit,
+                "min_chars": self.params.min_chars,
+                "count": keys,
+            },
+        )
         for p in range(count):
             path = job.partition_file(p)
             path.unlink(missing_ok=True)
             path.with_name(path.name + ".slices.npy").unlink(missing_ok=True)
+            job.boilerplate_file(p).unlink(missing_ok=True)
         ctx.stats.count("paragraphs", total)
         ctx.stats.count("repeated_paragraphs", repeated)
         ctx.stats.count("boilerplate_paragraphs", boilerplate)
@@ -246,20 +236,12 @@ class ParagraphDedup(GlobalStage):
             if not remove:
                 out.append(doc)
                 continue
-            pieces = self._pieces(doc.text)
-            idx, hi, lo = self._keys(pieces[::2])
+            pieces = para.pieces(doc.text, self.params.unit)
+            idx, hi, lo = para.keys(pieces[::2], self.params.min_chars)
             gone = [
                 2 * i for i, h, l_ in zip(idx, hi.tolist(), lo.tolist(), strict=True) if (h, l_) in remove
             ]
-            drop_set = set(gone)
-            kept: list[str] = []
-            for j in range(0, len(pieces), 2):
-                if j in drop_set:
-                    continue
-                if kept:
-                    kept.append(pieces[j - 1])
-                kept.append(pieces[j])
-            text = "".join(kept)
+            text = para.join_kept(pieces, set(gone))
             removed_chars = len(doc.text) - len(text)
             ctx.stats.count("paragraphs_removed", len(gone))
             ctx.stats.count("chars_removed", removed_chars)

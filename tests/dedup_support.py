@@ -88,3 +88,45 @@ def run_global(stage: Any, tasks: list[list[Any]], work: Path, batch: int = 3) -
             out += stage.apply(copy.deepcopy(docs[i : i + batch]), c)
         results.append(out)
     return results, stats
+
+
+def run_chain(stages: list[Any], tasks: list[list[Any]], work: Path, batch: int = 3) -> list[list[Any]]:
+    """Drive global stages one after the other in this process, as the executor's passes do:
+    each stage's compute -> decide -> apply over the documents the previous one kept, with the
+    artifacts earlier decides published. Returns, per task, each input document's final result:
+    the document as the last stage left it, or the first Drop it got."""
+    import copy
+
+    from dataprep.document import Drop
+    from dataprep.stage import DriverContext, StageContext
+    from dataprep.stats import StageStats
+
+    ids = [f"t{t:05d}" for t in range(len(tasks))]
+    artifacts: dict[str, Any] = {}
+    results: list[list[Any]] = [list(copy.deepcopy(docs)) for docs in tasks]
+    for k, stage in enumerate(stages):
+        stage_work = work / f"{k:02d}"
+        stage_work.mkdir(parents=True, exist_ok=True)
+
+        def ctx(t: int, stage_work: Path = stage_work) -> StageContext:
+            return StageContext(StageStats(), stage_work, ids[t], t, len(tasks), 0, artifacts)
+
+        alive = [[r for r in task if not isinstance(r, Drop)] for task in results]
+        for t, docs in enumerate(alive):
+            c = ctx(t)
+            stage.begin_task(c)
+            for i in range(0, len(docs), batch):
+                stage.compute(docs[i : i + batch], c)
+            stage.finish_compute(c)
+        stage.decide(
+            DriverContext(stage_work, stage_work / "output", ids, 0, artifacts, StageStats(), quiet=True)
+        )
+        for t, docs in enumerate(alive):
+            c = ctx(t)
+            stage.begin_task(c)
+            applied: list[Any] = []
+            for i in range(0, len(docs), batch):
+                applied += stage.apply(docs[i : i + batch], c)
+            it = iter(applied)
+            results[t] = [r if isinstance(r, Drop) else next(it) for r in results[t]]
+    return results

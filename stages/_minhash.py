@@ -35,11 +35,13 @@ import itertools
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from stages import _regional
 
+VARIANTS_FILE = Path(__file__).parent / "data" / "variant_characters.tsv"
 U64 = np.uint64
 MASK32 = U64(0xFFFFFFFF)
 # Character classes after folding.
@@ -146,7 +148,8 @@ def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
     The class follows the category of the folded character (letter or number: CJK when in
     _CJK_RANGES, else WORD; mark or format: IGNORED). With ``fold_variants`` the CJK Han
     characters then take OpenCC ``t2s``'s conversion of their folded form when it is one CJK
-    character (one OpenCC call on them all, one per line)."""
+    character (one OpenCC call on them all, one per line), then the representative of its class
+    of variant characters (:func:`variant_characters`) when it has one."""
     fold = np.arange(TABLE_SIZE, dtype=np.uint32)
     cls = np.zeros(TABLE_SIZE, dtype=np.uint8)
     category = _category_codes(_text(np.arange(_SCANNED)))
@@ -177,7 +180,21 @@ def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
             take = simplified >= 0
             take[take] = _cjk_mask()[simplified[take]]
             fold[han[take]] = simplified[take]
+            fold[han] = variant_characters()[fold[han]]
     return fold, cls
+
+
+@functools.lru_cache(maxsize=1)
+def variant_characters() -> np.ndarray:
+    """uint32 [0x110000]: code point -> the representative of its class of variant characters
+    (``stages/data/variant_characters.tsv``: Unihan kZVariant / kSemanticVariant classes, see
+    bench/make_chinese_folds.py); itself when it has none."""
+    table = np.arange(TABLE_SIZE, dtype=np.uint32)
+    for line in VARIANTS_FILE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            variant, rep = line.split("\t")
+            table[ord(variant)] = ord(rep)
+    return table
 
 
 @functools.lru_cache(maxsize=4)

@@ -102,7 +102,8 @@ def test_spills_and_decide_files_are_removed_once_applied(tmp_path: Path) -> Non
 
 
 def test_verification_rejects_candidates_below_the_threshold(tmp_path: Path) -> None:
-    """Loose bands make every pair of these texts a candidate; exact verification keeps only J >= t."""
+    """Bands of one row make every pair of these texts a candidate (P = 1 - (1 - J)^128); exact
+    verification keeps only J >= t."""
     rng = np.random.default_rng(0)
     base = real_docs()[9]["text"]
     copies = [{"id": "base", "text": base}]
@@ -112,7 +113,7 @@ def test_verification_rejects_candidates_below_the_threshold(tmp_path: Path) -> 
             chars[i] = "某"
         copies.append({"id": f"edit{k}", "text": "".join(chars)})
     inp = write_inputs(tmp_path, {"a.jsonl": copies})
-    stats = run(inp, tmp_path / "out", [{"minhash_dedup": {"bands": 64, "rows": 2}}])
+    stats = run(inp, tmp_path / "out", [{"minhash_dedup": {"bands": 128, "rows": 1}}])
     s = stage_stats(stats, "minhash_dedup")
     assert s["counters"]["pairs_rejected"] >= 1
     assert {r["id"] for r in rejected(tmp_path / "out", "minhash_dedup")} == {"edit0"}

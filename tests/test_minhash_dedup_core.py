@@ -90,9 +90,13 @@ def reference_char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
 
         converted = opencc.OpenCC("t2s").convert("\n".join(chr(fold[cp]) for cp in han)).split("\n")
         assert len(converted) == len(han)
+        variants = dict(
+            line.split("\t") for line in mh.VARIANTS_FILE.read_text(encoding="utf-8").splitlines()[1:]
+        )
         for cp, out in zip(han, converted, strict=True):
             if len(out) == 1 and is_cjk(ord(out)):
                 fold[cp] = ord(out)
+            fold[cp] = ord(variants.get(chr(fold[cp]), chr(fold[cp])))
     return fold, cls
 
 

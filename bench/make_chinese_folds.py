@@ -1,8 +1,16 @@
-"""Rebuild stages/data/regional_phrases.tsv: the Taiwan, Hong Kong and mainland phrasings of one
-thing (and regional variant characters), each mapped to one representative, all in Simplified
-characters, from the dictionaries of the installed OpenCC.
+"""Rebuild the two tables that minhash_dedup folds Chinese text with before hashing it:
 
-Usage: python bench/make_regional_phrases.py
+* stages/data/regional_phrases.tsv: the Taiwan, Hong Kong and mainland phrasings of one thing
+  (and regional variant characters), each mapped to one representative, all in Simplified
+  characters, from the dictionaries of the installed OpenCC;
+* stages/data/variant_characters.tsv: variant forms of one character (異體字: 喫/吃, 煖/暖, 爲/為,
+  疎/疏, 脚/腳), each mapped to one representative, from the Unicode Han database.
+
+Usage: python bench/make_chinese_folds.py --unihan Unihan_Variants.txt[.bz2]
+
+``Unihan_Variants.txt`` ships in Debian's ``unicode-data`` package (``apt-get download
+unicode-data``; 15.0.0-1: /usr/share/unicode/Unihan_Variants.txt.bz2) and in Unihan.zip from
+unicode.org (Unicode License v3).
 
 Read from OpenCC's regional dictionaries, both directions (TWPhrases / TWPhrasesRev,
 HKPhrases / HKPhrasesRev: mainland phrase <-> regional phrase; TWVariantsRev(Phrases),
@@ -21,10 +29,22 @@ standard Simplified character (a key of STCharacters: ``么``, ``著``) is left 
 the regional glyph to it, and the character has its own meaning in mainland text (``什么``,
 ``著作``). minhash_dedup folds the text it hashes with this table (stages/_regional.py); the text
 that is kept is never changed by it.
+
+Variant characters: the characters that Unihan's kZVariant (same character, another glyph) and
+kSemanticVariant (same meaning) link, directly or through others, and through OpenCC t2s of each
+(a Traditional character and its Simplified form), form one class (at most a handful of
+characters); every member maps to the class's representative: the first, in code point order, of
+the members t2s leaves alone (else of all members). The MinHash character table applies it after
+t2s (stages/_minhash.char_tables); so two editions of a poem that write 喫 and 吃, 堦 and 階 hash
+alike. kSpecializedSemanticVariant (same meaning in some contexts only) and kSpoofingVariant are
+not used.
 """
 
 from __future__ import annotations
 
+import argparse
+import bz2
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +55,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from make_opencc_triggers import dump  # noqa: E402
 
+from stages._minhash import VARIANTS_FILE  # noqa: E402
 from stages._regional import PHRASES_FILE  # noqa: E402
 
 MAINLAND_TO_REGIONAL = ("TWPhrases", "HKPhrases")
@@ -43,7 +64,7 @@ VARIANTS = ("TWVariantsRevPhrases", "TWVariantsRev", "HKVariantsRevPhrases", "HK
 DICTIONARIES = (*REGIONAL_TO_MAINLAND, *MAINLAND_TO_REGIONAL, *VARIANTS)
 
 
-def main() -> None:
+def regional_phrases() -> None:
     import opencc
 
     share = Path(opencc.__file__).parent / "clib" / "share" / "opencc"
@@ -97,6 +118,68 @@ def main() -> None:
     ]
     PHRASES_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{len(classes)} classes, {len(table)} entries -> {PHRASES_FILE.relative_to(ROOT)}")
+
+
+VARIANT_FIELDS = ("kZVariant", "kSemanticVariant")
+
+
+def variant_characters(unihan: Path) -> None:
+    import opencc
+
+    t2s = opencc.OpenCC("t2s").convert
+    opener = bz2.open if unihan.suffix == ".bz2" else open
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def link(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    with opener(unihan, "rt", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 3 or parts[1] not in VARIANT_FIELDS:
+                continue
+            a = chr(int(parts[0][2:], 16))
+            for m in re.finditer(r"U\+([0-9A-F]+)", parts[2]):
+                link(a, chr(int(m.group(1), 16)))
+    for c in list(parent):
+        s = t2s(c)
+        if len(s) == 1 and s != c:
+            link(c, s)
+    classes: dict[str, list[str]] = {}
+    for c in parent:
+        classes.setdefault(find(c), []).append(c)
+    table: dict[str, str] = {}
+    for members in classes.values():
+        stable = [m for m in members if t2s(m) == m]
+        rep = min(stable or members)
+        for m in members:
+            if m != rep:
+                table[m] = rep
+    lines = [
+        f"# variant character -> representative of its class; Unihan {', '.join(VARIANT_FIELDS)} "
+        "and OpenCC t2s; rebuilt by bench/make_chinese_folds.py",
+        *(f"{k}\t{v}" for k, v in sorted(table.items())),
+    ]
+    VARIANTS_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sizes = sorted((len(m) for m in classes.values()), reverse=True)
+    print(f"{len(classes)} variant classes (largest {sizes[:3]}), {len(table)} entries -> {VARIANTS_FILE}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--unihan", type=Path, required=True, help="Unihan_Variants.txt or .txt.bz2")
+    args = ap.parse_args()
+    regional_phrases()
+    variant_characters(args.unihan)
 
 
 if __name__ == "__main__":

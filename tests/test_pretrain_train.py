@@ -4,6 +4,8 @@ gradient accumulation, fp16 overflow skipping, guard rails, checkpoints, CLI err
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,12 +48,10 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def run_cli(
-    tmp: Path, cfg: dict[str, Any], data: Path, out: Path, *extra: str
-) -> subprocess.CompletedProcess:
+def cli_command(tmp: Path, cfg: dict[str, Any], data: Path, out: Path, *extra: str) -> list[str]:
     path = tmp / f"cfg-{abs(hash(json.dumps(cfg, sort_keys=True)))}.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    cmd = [
+    return [
         sys.executable,
         "pretrain/run.py",
         "--config",
@@ -62,7 +62,29 @@ def run_cli(
         str(out),
         *extra,
     ]
+
+
+def run_cli(
+    tmp: Path, cfg: dict[str, Any], data: Path, out: Path, *extra: str
+) -> subprocess.CompletedProcess:
+    cmd = cli_command(tmp, cfg, data, out, *extra)
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def run_cli_with_sigterm(tmp: Path, cfg: dict[str, Any], data: Path, out: Path) -> tuple[int, str]:
+    """Run the CLI and send it SIGTERM as soon as it logs the start of training (step 1 then
+    compiles for seconds); returns (exit code, output)."""
+    cmd = cli_command(tmp, cfg, data, out)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("train:"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, _ = proc.communicate(timeout=300)
+    return proc.returncode, "".join(seen) + rest
 
 
 def losses(out: Path) -> dict[int, float]:
@@ -70,15 +92,19 @@ def losses(out: Path) -> dict[int, float]:
 
 
 @pytest.mark.parametrize(
-    ("fmt", "over"),
+    ("fmt", "over", "interrupt"),
     [
-        ("bin", {"train": {"grad_accumulation_steps": 2, "batch_size": 2}}),
+        # the first half ends by SIGTERM (a checkpoint at whatever step it arrived in)
+        ("bin", {"train": {"grad_accumulation_steps": 2, "batch_size": 2}}, "sigterm"),
         # float16 with a loss scale that grows every 3 steps: the scale must be restored too
-        ("mindrecord", {"train": {"amp_level": "O2", "loss_scale": {"init": 1024.0, "window": 3}}}),
+        ("mindrecord", {"train": {"amp_level": "O2", "loss_scale": {"init": 1024.0, "window": 3}}}, "steps"),
     ],
 )
-def test_resume_in_a_new_process_is_bitwise_exact(tmp_path: Path, data: Path, fmt: str, over: dict) -> None:
-    """2N steps straight == N steps, then resume in a new process for N more (N crosses an epoch)."""
+def test_resume_in_a_new_process_is_bitwise_exact(
+    tmp_path: Path, data: Path, fmt: str, over: dict, interrupt: str
+) -> None:
+    """2N steps straight == a first run stopped early (--steps N, or SIGTERM), then resume in a new
+    process to the end (N crosses an epoch)."""
     cfg = merged(
         TINY,
         {
@@ -89,14 +115,27 @@ def test_resume_in_a_new_process_is_bitwise_exact(tmp_path: Path, data: Path, fm
     )
     straight = run_cli(tmp_path, cfg, data, tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr[-3000:]
-    first = run_cli(tmp_path, cfg, data, tmp_path / "resumed", "--steps", "7")
-    assert first.returncode == 0, first.stderr[-3000:]
+    if interrupt == "steps":
+        first = run_cli(tmp_path, cfg, data, tmp_path / "resumed", "--steps", "7")
+        assert first.returncode == 0, first.stderr[-3000:]
+        stopped = 7
+    else:
+        code, text = run_cli_with_sigterm(tmp_path, cfg, data, tmp_path / "resumed")
+        assert code == 0, text[-3000:]
+        found = re.search(r"SIGTERM: stopped after step (\d+) with a checkpoint", text)
+        assert found, text[-3000:]
+        stopped = int(found.group(1))
+        assert 1 <= stopped < 14
+        assert (
+            tmp_path / "resumed" / "checkpoints" / "rank_0" / f"step_{stopped:08d}" / "state.json"
+        ).exists()
+        assert sorted(losses(tmp_path / "resumed")) == list(range(1, stopped + 1))
     second = run_cli(tmp_path, cfg, data, tmp_path / "resumed", "--resume", "auto")
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "resume: step 7" in second.stdout
+    assert f"resume: step {stopped}" in second.stdout
     a, b = losses(tmp_path / "straight"), losses(tmp_path / "resumed")
     assert sorted(a) == sorted(b) == list(range(1, 15))
-    assert [a[s] for s in a] == [b[s] for s in a]  # bitwise: exact float equality, steps 8..14 after resume
+    assert [a[s] for s in a] == [b[s] for s in a]  # bitwise: exact float equality after the resume
     # logs, eval, plot of the straight run
     recs = read_metrics(tmp_path / "straight" / "metrics.jsonl")
     step_rec = next(r for r in recs if "loss" in r)
@@ -149,7 +188,7 @@ def test_fp16_overflow_skips_the_update_and_lowers_the_scale(tmp_path: Path, dat
     tr.log = lines.append
     before = params_of(tr)
     tr.updates = 0
-    raw = next(tr.source.batches(0, 4, 0, 1))
+    raw = next(tr.source.step_batches(0, 0, 1, 4, 4))
     from pretrain.data import row_features
 
     f = row_features(raw["input_ids"], raw["actual_seq_len"], None, tr.eos_id, tr.pad_id)
@@ -213,7 +252,10 @@ def test_resume_refuses_a_checkpoint_from_a_different_config(tmp_path: Path, dat
     tr = make_trainer(
         data, tmp_path / "r", merged(over, {"train": {"steps": 4, "data_format": "bin", "batch_size": 2}})
     )
-    with pytest.raises(ConfigError, match=r"different run .*train.batch_size: 4 -> 2"):
+    with pytest.raises(ConfigError, match=r"global batch of 4 rows .* this run has 2: the layout may change"):
+        tr.fit(resume="auto")
+    tr = make_trainer(data, tmp_path / "r", merged(over, {"lr_schedule": {"min_lr": 0.0}}))
+    with pytest.raises(ConfigError, match=r"different run .*lr_schedule.min_lr: 0.001 -> 0.0"):
         tr.fit(resume="auto")
 
 
@@ -241,7 +283,16 @@ def test_cli_config_errors(tmp_path: Path, data: Path, capsys: pytest.CaptureFix
     code, text = cli(
         [
             "--config",
-            cfg_file({"parallel": {"data_parallel": 2, "tensor_parallel": 2, "pipeline_stages": 2}}),
+            cfg_file(
+                {
+                    "parallel": {
+                        "data_parallel": 2,
+                        "tensor_parallel": 2,
+                        "pipeline_stages": 2,
+                        "micro_batch_num": 2,
+                    }
+                }
+            ),
             *base,
         ],
         capsys,

@@ -196,6 +196,38 @@ def test_features_positions_restart_at_document_starts() -> None:
     )
 
 
+def megatron_eod_mask_loss(inputs: np.ndarray, eod: int) -> np.ndarray:
+    """Megatron-LM's --eod-mask-loss (get_ltor_masks_and_position_ids): loss_mask[tokens == eod] = 0,
+    tokens = the input ids (labels are the inputs shifted by one)."""
+    return (inputs != eod).astype(np.float32)
+
+
+def test_mask_cross_document_label_on_a_packed_row() -> None:
+    """Docs "5 6 EOS", "7 8 9 EOS", "4 EOS" then "3" running into the next row: the labels after each
+    EOS (7, 4 and 3: a new document's first token) leave the loss, the EOS labels stay; the same from
+    stored boundaries and from EOS positions, and equal to Megatron's eod_mask_loss there."""
+    row = np.array([[5, 6, 2, 7, 8, 9, 2, 4, 2, 3]], dtype=np.int32)
+    asl = [np.array([3, 7, 9, 10])]
+    off = row_features(row, asl, None, eos_id=2, pad_id=0)
+    assert off["labels"][0].tolist() == [6, 2, 7, 8, 9, 2, 4, 2, 3]
+    assert off["loss_mask"][0].tolist() == [1] * 9  # default (as Megatron): everything counts
+    want = [1, 1, 0, 1, 1, 1, 0, 1, 0]
+    for boundaries in (asl, None):
+        on = row_features(row, boundaries, None, eos_id=2, pad_id=0, mask_cross_document_label=True)
+        assert on["loss_mask"][0].tolist() == want, boundaries
+        for k in ("input_ids", "labels", "position_ids", "segment_ids"):
+            assert np.array_equal(on[k], off[k])
+    assert megatron_eod_mask_loss(off["input_ids"][0], 2).tolist() == want
+    # with padding and a stored loss mask, the option only removes labels
+    padded = np.array([[5, 2, 7, 8, 2, 0, 0]], dtype=np.int32)
+    stored = np.array([[1, 1, 1, 1, 1, 0, 0]], dtype=np.int32)
+    on = row_features(padded, [np.array([2, 5])], stored, 2, 0, mask_cross_document_label=True)
+    assert on["loss_mask"][0].tolist() == [1, 0, 1, 1, 0, 0]
+    from pretrain.config import load_config
+
+    assert load_config(None)["train"]["mask_cross_document_label"] is False
+
+
 def test_features_pad_equal_to_eos_keeps_the_real_eos() -> None:
     row = np.array([[5, 6, 2, 7, 2, 2, 2, 2]], dtype=np.int32)  # pad_id == eos_id == 2
     f = row_features(row, None, None, eos_id=2, pad_id=2)

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,131 @@ def params_of(tr: Trainer) -> dict[str, np.ndarray]:
     return {p.name: p.asnumpy().copy() for p in tr.params}
 
 
+def cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    from pretrain.run import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+PYNATIVE = {"mode": "pynative", "data_format": "bin"}  # no graph compilation: quick in-process runs
+
+
+def step_features(tr: Trainer, step: int) -> dict[str, np.ndarray]:
+    """The features of ``step``'s (0-based) only micro-batch, as the loader builds them."""
+    raw = next(tr.source.step_batches(0, step, 1, tr.global_batch, tr.cfg["train"]["batch_size"]))
+    return tr._features(raw)
+
+
+def test_grad_norm_spike_policies_stop_skip_and_warn(tmp_path: Path, data: Path) -> None:
+    """A norm above factor x the running median: stop (exit with the step, update not applied), skip
+    (update not applied, batch consumed), warn (applied). The history comes from the checkpoint;
+    here it is rewritten 100x smaller, so the next real norm is a spike."""
+    over = {
+        "train": {"steps": 8, **PYNATIVE},
+        "checkpoint": {"save_interval": 2},
+        "monitor": {"grad_norm_spike": {"policy": "stop", "factor": 5.0, "window": 4, "min_history": 2}},
+    }
+    first = make_trainer(data, tmp_path / "s", over).fit(stop_at=2)
+    assert not any(r["grad_norm_spike"] for r in first)
+    state_path = tmp_path / "s" / "checkpoints" / "rank_0" / "step_00000002" / "state.json"
+    state = json.loads(state_path.read_text())
+    assert state["grad_norm_history"] == [r["grad_norm"] for r in first]
+    state["grad_norm_history"] = [g / 100 for g in state["grad_norm_history"]]
+    state_path.write_text(json.dumps(state))
+    lines: list[str] = []
+    tr = make_trainer(data, tmp_path / "s", over)
+    tr.log = lines.append
+    with pytest.raises(TrainingError, match=r"step 3: gradient norm .* > 5 x the median .* policy stop"):
+        tr.fit(resume="auto")
+    last = read_metrics(tmp_path / "s" / "metrics.jsonl")[-1]
+    assert last["step"] == 3 and last["grad_norm_spike"] and last["skip_reason"] == "grad_norm_spike"
+    import mindspore as ms
+
+    saved = ms.load_checkpoint(str(state_path.parent / "train.ckpt"))
+    assert all(np.array_equal(saved[p.name].asnumpy(), p.asnumpy()) for p in tr.params), "update applied"
+    assert tr.updates == 2
+    f = step_features(tr, 3)
+    tr.spike.policy = "skip"
+    before = params_of(tr)
+    r = tr.train_step([f])
+    assert r["spike"] and r["skipped"] and r["skip_reason"] == "grad_norm_spike" and tr.updates == 2
+    assert all(np.array_equal(before[n], v) for n, v in params_of(tr).items())
+    tr.spike.policy = "warn"
+    r = tr.train_step([f])
+    assert r["spike"] and not r["skipped"] and tr.updates == 3
+    assert not all(np.array_equal(before[n], v) for n, v in params_of(tr).items())
+
+
+def test_throughput_counts_loss_tokens_flops_memory_and_the_data_wait_alarm(
+    tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loss tokens (not padding, not masked labels) vs all positions; first step apart; model FLOP/s
+    and MFU from the config; peak RSS; a loader slowed to 0.3 s per batch raises the alarm."""
+    from pretrain.data import RowSource
+    from pretrain.monitor import flops_per_token
+
+    read = RowSource.read
+
+    def slow_read(self: RowSource, idx: np.ndarray, batch_size: int) -> Any:
+        for batch in read(self, idx, batch_size):
+            time.sleep(0.3)  # storage slower than the model
+            yield batch
+
+    monkeypatch.setattr(RowSource, "read", slow_read)
+    over = {
+        # compiled steps take milliseconds, so the 0.3 s reads dominate once the batches prepared
+        # during step 1's compilation (one queued, one in hand) are used up: from step 4 on
+        "train": {"steps": 6, "prefetch": 1, "mask_cross_document_label": True, "data_format": "bin"},
+        "monitor": {"peak_flops": 1.0e9},
+    }
+    tr = make_trainer(data, tmp_path / "t", over)
+    lines: list[str] = []
+    tr.log = lines.append
+    records = tr.fit()
+    first, rest = records[0], records[1:]
+    assert first["tokens_per_s"] is None and first["model_flops_per_s"] is None and first["mfu"] is None
+    assert first["first_step_s"] == first["step_time"]
+    assert any("step 1:" in ln and "including graph compilation" in ln for ln in lines)
+    positions = tr.global_batch * tr.model_cfg.seq_length
+    fpt = flops_per_token(tr.model_cfg)
+    for step, r in enumerate(records):
+        f = step_features(tr, step)
+        assert r["tokens"] == f["loss_mask"].sum() < positions  # cross-document labels are not counted
+    for r in rest:
+        assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["step_time"])
+        assert r["total_tokens_per_s"] == pytest.approx(positions / r["step_time"])
+        assert r["model_flops_per_s"] == pytest.approx(fpt * positions / r["step_time"])
+        assert r["mfu"] == pytest.approx(r["model_flops_per_s"] / 1.0e9)
+        assert r["peak_rss_mb"] > 100 and "device_peak_mb" not in r  # CPU: MindSpore reports no device memory
+    assert all(r["data_wait_share"] > 0.15 and r["data_wait_alarm"] for r in records[3:])
+    assert any(ln.startswith("warning: waiting for data took") for ln in lines)
+    summary = next(ln for ln in lines if ln.startswith("throughput over steps 2..6"))
+    assert "(ALARM)" in summary and "MFU" in summary and "model FLOP/s" in summary
+
+
+def test_rerun_without_resume_refuses_and_overwrite_starts_over(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cfg = merged(TINY, {"train": {"steps": 2, **PYNATIVE}})
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "o"
+    argv = ["--config", str(path), "--data", str(data), "--output", str(out)]
+    assert cli(argv, capsys)[0] == 0
+    metrics = (out / "metrics.jsonl").read_bytes()
+    code, text = cli(argv, capsys)
+    assert code == 2 and len(text.strip().splitlines()) == 1
+    assert "already holds a run" in text and "step_00000002" in text and "metrics.jsonl (2 records)" in text
+    assert "--resume auto" in text and "--overwrite" in text and "new --output" in text
+    assert (out / "metrics.jsonl").read_bytes() == metrics  # untouched
+    assert cli([*argv, "--resume", "auto", "--overwrite"], capsys)[0] == 2
+    code, text = cli([*argv, "--overwrite"], capsys)
+    assert code == 0 and "--overwrite: deleted" in text
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2]
+
+
 def test_accumulated_micro_batches_equal_one_batch(tmp_path: Path, data: Path) -> None:
     one = make_trainer(data, tmp_path / "a", {"train": {"steps": 3, "batch_size": 4, "data_format": "bin"}})
     acc = make_trainer(
@@ -244,6 +370,9 @@ def test_checkpoints_keep_last_and_auto_resume_skips_a_corrupt_one(tmp_path: Pat
     assert any("resume: step 4" in ln for ln in lines)
     assert [r["step"] for r in records] == [5, 6, 7, 8]
     assert [r["step"] for r in read_metrics(tmp_path / "c" / "metrics.jsonl")] == list(range(1, 9))
+    # the first run's records past the resumed step are kept aside, not lost
+    assert [r["step"] for r in read_metrics(tmp_path / "c" / "metrics.dropped.jsonl")] == [5, 6]
+    assert any("2 records after step 4" in ln and "metrics.dropped.jsonl" in ln for ln in lines)
 
 
 def test_resume_refuses_a_checkpoint_from_a_different_config(tmp_path: Path, data: Path) -> None:
@@ -257,14 +386,6 @@ def test_resume_refuses_a_checkpoint_from_a_different_config(tmp_path: Path, dat
     tr = make_trainer(data, tmp_path / "r", merged(over, {"lr_schedule": {"min_lr": 0.0}}))
     with pytest.raises(ConfigError, match=r"different run .*lr_schedule.min_lr: 0.001 -> 0.0"):
         tr.fit(resume="auto")
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    from pretrain.run import main
-
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def test_cli_config_errors(tmp_path: Path, data: Path, capsys: pytest.CaptureFixture) -> None:

@@ -243,16 +243,33 @@ def global_batch(cfg: dict[str, Any]) -> int:
     return cfg["parallel"]["data_parallel"] * cfg["train"]["batch_size"] * micro_batches_per_step(cfg)
 
 
-def resolve_against_manifest(cfg: dict[str, Any], shards: dict[str, Any]) -> None:
-    """Fill ``auto`` model sizes from the manifest's shard section; raise on any mismatch."""
+def resolve_against_manifest(
+    cfg: dict[str, Any], shards: dict[str, Any], checkpoint_vocab: int | None = None
+) -> None:
+    """Fill ``auto`` model sizes from the manifest's shard section; raise on any mismatch.
+
+    ``checkpoint_vocab``: embedding rows of the ``init_from`` checkpoint. ``vocab_size: auto`` then
+    takes the larger of the shards' vocabulary and the checkpoint's rows (a checkpoint padded beyond
+    its tokenizer keeps its rows; a shards' tokenizer that extends the checkpoint's gets new rows);
+    an explicit value may also equal the checkpoint's rows when they cover the shards' ids.
+    """
     m = cfg["model"]
     for key in ("seq_length", "vocab_size"):
         data_value = shards.get(key)
         if data_value is None:
             raise ConfigError(f"manifest shards section has no {key!r}; is it a dataprep output?")
+        data_value = int(data_value)
+        rows = checkpoint_vocab if key == "vocab_size" and checkpoint_vocab else None
         if m[key] == "auto":
-            m[key] = int(data_value)
-        elif int(m[key]) != int(data_value):
+            m[key] = max(data_value, rows or 0)
+            continue
+        if rows is not None and int(m[key]) < rows:
+            raise ConfigError(
+                f"model.vocab_size = {m[key]} is smaller than the {rows} embedding rows of model.init_from: "
+                f"set model.vocab_size: {rows} or auto (the shards' ids < {data_value} fit, the extra rows "
+                "stay)"
+            )
+        if int(m[key]) != data_value and not (rows is not None and int(m[key]) == rows >= data_value):
             hint = (
                 "rows hold seq_length + 1 tokens, fixed when the data was packed: repack with "
                 "pack.seq_length or"

@@ -52,6 +52,7 @@ from pretrain.config import (
     trajectory_hash,
 )
 from pretrain.data import FEATURES, Layout, RowSource, StepLoader, rank_rows, row_features
+from pretrain.hf_checks import TOKENIZER_FILES, CheckError, check_config, check_tokenizer, open_init_source
 from pretrain.monitor import SpikeDetector, device_peak_mb, flops_per_token, peak_rss_mb
 from pretrain.optim import LossScale, LRSchedule, build_optimizer
 from pretrain.parallel import DATA_PARALLEL, SEMI_AUTO, ParallelPlan
@@ -177,8 +178,13 @@ class Trainer:
         except (ShardError, FileNotFoundError) as e:
             raise ConfigError(str(e)) from None
         self.shards = split.shards
-        resolve_against_manifest(self.cfg, self.shards)
         self.split = split
+        self.init_source, self._init_params, rows = None, None, None
+        if self.cfg["model"]["init_from"]:
+            rows = self._open_init_from(self.cfg["model"]["init_from"])
+        resolve_against_manifest(self.cfg, self.shards, checkpoint_vocab=rows)
+        if self.init_source is not None:
+            self._check_init_source()
         self.eos_id = int(self.shards["eos_id"])
         self.pad_id = self.shards.get("pad_id")
         self.data_identity = {
@@ -218,8 +224,8 @@ class Trainer:
             if problems:
                 raise ConfigError("parallel layout does not fit the model: " + "; ".join(problems))
             apply_parallel_strategy(self.net, self.layout.dp, self.layout.tp, self.layout.pp)
-        if self.cfg["model"]["init_from"]:
-            self._init_from(self.cfg["model"]["init_from"])
+        if self.init_source is not None:
+            self._init_from()
         self.params = self.net.trainable_params()
         self.opt = build_optimizer(self.params, self.cfg["optimizer"], no_decay)
         self.schedule = LRSchedule.from_config(self.cfg["lr_schedule"], t["steps"])
@@ -293,17 +299,118 @@ class Trainer:
         self._Tensor = Tensor
         self._mutable = ms.mutable if t["mode"] != "pynative" else (lambda x: x)
 
-    def _init_from(self, path: str) -> None:
+    # ---------------------------------------------------------------- continued pretraining
+    def _open_init_from(self, path: str) -> int | None:
+        """Classify model.init_from (Hugging Face directory or MindSpore .ckpt), read a .ckpt now;
+        return the checkpoint's embedding rows (None if unknown). Failures: ConfigError, one line."""
         import mindspore as ms
 
-        params = ms.load_checkpoint(str(path))
-        not_loaded, unused = ms.load_param_into_net(self.net, params)
-        if not_loaded:
+        try:
+            self.init_source = src = open_init_source(path)
+        except CheckError as e:
+            raise ConfigError(str(e)) from None
+        if src.kind == "hf":
+            return src.vocab_rows
+        try:
+            params = ms.load_checkpoint(str(src.path))
+        except Exception as e:  # MindSpore raises RuntimeError/ValueError with multi-line texts
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ConfigError(
-                f"model.init_from {path}: {len(not_loaded)} model parameters are not in the checkpoint "
-                f"(e.g. {not_loaded[:3]}); refusing to train with silently re-initialised layers"
+                f"model.init_from {src.path}: cannot read the MindSpore checkpoint ({first})"
+            ) from None
+        self._init_params = {n: p.asnumpy() for n, p in params.items()}
+        embed = self._init_params.get("model.embed_tokens.weight")
+        return int(embed.shape[0]) if embed is not None else src.vocab_rows
+
+    def _check_init_source(self) -> None:
+        """config.json against the training config, and the tokenizer beside the checkpoint against
+        the manifest's (pretrain/hf_checks.py); ConfigError (one line) on a mismatch."""
+        from dataprep.formats.manifest import load_manifest
+
+        src = self.init_source
+        try:
+            if src.hf_config is not None:
+                for text in check_config(
+                    src.hf_config, self.cfg["model"], self.allow_config_mismatch, src.path
+                ):
+                    self.log(f"init_from: training with the config's value although {text} (allowed)")
+            else:
+                self.log(f"init_from: no config.json beside {src.path}: model fields not compared")
+            names = (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json", "config.json")
+            if any((src.checkpoint_dir / n).is_file() for n in names):
+                _, manifest = load_manifest(self.data)
+                for note in check_tokenizer(
+                    src.checkpoint_dir, manifest.get("tokenizer") or {}, self.split.out
+                ):
+                    self.log(f"init_from: {note}")
+            else:
+                self.log(f"init_from: no tokenizer files beside {src.path}: vocabulary not compared")
+        except CheckError as e:
+            raise ConfigError(str(e)) from None
+
+    def _init_from(self) -> None:
+        """Load the init_from weights into the model: every model parameter must come from the
+        checkpoint with the model's shape, except embedding/lm_head rows added for a larger
+        vocabulary (initialised with the mean of the old rows, as convert_hf.py does)."""
+        import mindspore as ms
+
+        from pretrain.convert_hf import VOCAB_ROWS, ConversionError, read_safetensors
+
+        src = self.init_source
+        if src.kind == "hf":
+            try:
+                params = read_safetensors(src.path)
+            except ConversionError as e:
+                raise ConfigError(f"model.init_from {src.path}: {e}") from None
+            except Exception as e:  # safetensors raises its own errors on damaged files
+                raise ConfigError(
+                    f"model.init_from {src.path}: cannot read the safetensors files ({e})"
+                ) from None
+            params = {n: v for n, v in params.items() if not n.endswith("rotary_emb.inv_freq")}
+        else:
+            params = dict(self._init_params or {})
+        tied_in_checkpoint = "lm_head.weight" not in params
+        if self.net.lm_head is not None and tied_in_checkpoint and "model.embed_tokens.weight" in params:
+            params["lm_head.weight"] = params["model.embed_tokens.weight"].copy()  # tied -> untied
+            self.log("init_from: the checkpoint ties lm_head to the embedding: lm_head starts as a copy")
+        model_shapes = {p.name: tuple(p.shape) for p in self.net.get_parameters()}
+        missing = [n for n in model_shapes if n not in params]
+        if missing:
+            raise ConfigError(
+                f"model.init_from {src.path}: {len(missing)} model parameters are not in the checkpoint "
+                f"(e.g. {missing[:3]}); refusing to train with silently re-initialised layers"
             )
-        self.log(f"init_from: loaded {len(params) - len(unused)} parameters from {path}")
+        extended, wrong = [], []
+        for name, want in model_shapes.items():
+            value = np.asarray(params[name], dtype=np.float32)
+            if (
+                value.shape != want
+                and name in VOCAB_ROWS
+                and value.shape[1:] == want[1:]
+                and value.shape[0] < want[0]
+            ):
+                extra = np.repeat(value.mean(axis=0, keepdims=True), want[0] - value.shape[0], axis=0)
+                value = np.concatenate([value, extra])
+                extended.append(name)
+            elif value.shape != want:
+                wrong.append(f"{name} {value.shape} vs the model's {want}")
+            params[name] = value
+        if wrong:
+            raise ConfigError(
+                f"model.init_from {src.path}: {len(wrong)} tensors have other shapes than the model "
+                f"({'; '.join(wrong[:3])}): the training config's model section does not describe this "
+                "checkpoint"
+            )
+        if extended:
+            self.log(f"init_from: vocabulary rows added (mean of the old rows) to {', '.join(extended)}")
+        ms.load_param_into_net(
+            self.net, {n: ms.Parameter(ms.Tensor(params[n]), name=n) for n in model_shapes}
+        )
+        unused = sorted(set(params) - set(model_shapes))
+        self.log(
+            f"init_from: loaded {len(model_shapes)} parameters from {src.path}"
+            + (f" ({len(unused)} checkpoint tensors unused, e.g. {unused[:2]})" if unused else "")
+        )
 
     # ---------------------------------------------------------------- collectives
     def _all_ranks(self, values: list[float] | np.ndarray) -> np.ndarray:

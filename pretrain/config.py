@@ -117,6 +117,7 @@ RESUMABLE_KEYS = {
     ("parallel", "optimizer_shard"),
     ("monitor", "data_wait_alarm"),
     ("monitor", "peak_flops"),
+    ("monitor", "grad_norm_spike"),  # e.g. stop on a spike, inspect, resume with policy skip
     ("train", "log_interval"),
     ("train", "prefetch"),
     ("train", "mode"),

@@ -49,10 +49,10 @@ def raw_memmap_rate(data: Path, batch: int) -> float:
 
 def loader_rate(data: Path, fmt: str, batch: int) -> float:
     src = RowSource(open_split(data, "train", fmt), 1, 0, seed=1, shuffle=True)
-    n = src.rows_per_rank // batch
+    n = src.steps_per_epoch(batch)
     t = time.perf_counter()
     rows = 0
-    for raw in src.batches(0, batch, 0, n):
+    for raw in src.step_batches(0, 0, n, batch, batch):
         f = row_features(raw["input_ids"], raw.get("actual_seq_len"), raw.get("loss_mask"), 2, 0)
         rows += len(f["input_ids"])
     return rows / (time.perf_counter() - t)

@@ -5,7 +5,9 @@ moments and step, as one MindSpore checkpoint) and ``state.json`` (step, optimiz
 scale, data position, trajectory hash, sha256 of train.ckpt). A checkpoint is written into a
 hidden temporary directory, fsynced, then renamed into place; ``state.json`` is written last, so a
 directory without a readable state.json, or whose train.ckpt does not match the recorded sha256,
-is partial or corrupt and is skipped by ``--resume auto``.
+is partial or corrupt and is skipped by ``--resume auto``. Old checkpoints are pruned separately
+(:func:`prune`), after every rank has written the new one, so that a step complete on all ranks
+always survives.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def rank_dir(root: str | Path, rank: int) -> Path:
     return Path(root) / f"rank_{rank}"
 
 
-def save(root: Path, step: int, save_obj: Any, state: dict[str, Any], keep_last: int) -> Path:
-    """Write checkpoint ``step`` atomically under ``root`` (a rank directory); prune to ``keep_last``."""
+def save(root: Path, step: int, save_obj: Any, state: dict[str, Any]) -> Path:
+    """Write checkpoint ``step`` atomically under ``root`` (a rank directory)."""
     import mindspore as ms
 
     root.mkdir(parents=True, exist_ok=True)
@@ -70,9 +72,24 @@ def save(root: Path, step: int, save_obj: Any, state: dict[str, Any], keep_last:
         shutil.rmtree(final)
     os.replace(tmp, final)
     _fsync_dir(root)
-    for old in list_checkpoints(root, validate=False)[:-keep_last] if keep_last > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def prune(root: Path, keep_last: int) -> list[Path]:
+    """Delete all but the ``keep_last`` newest checkpoint directories under ``root`` (0 keeps all);
+    returns the deleted ones."""
+    old = list_checkpoints(root, validate=False)[:-keep_last] if keep_last > 0 else []
+    for path in old:
+        shutil.rmtree(path, ignore_errors=True)
+    return old
+
+
+def step_of(path: Path) -> int:
+    """The step number of a checkpoint directory (``step_00000042`` -> 42)."""
+    m = STEP_DIR.match(path.name)
+    if not m:
+        raise CheckpointError(f"{path} is not a checkpoint directory (step_NNNNNNNN)")
+    return int(m.group(1))
 
 
 def read_state(path: Path) -> dict[str, Any]:

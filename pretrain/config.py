@@ -1,5 +1,5 @@
 """Training configuration: a YAML file with the sections practitioners know from MindFormers
-(model / train / optimizer / lr_schedule / parallel / checkpoint / eval), validated up front.
+(model / train / optimizer / lr_schedule / parallel / checkpoint / eval / monitor), validated up front.
 
 Every key has a default here except the model shape; unknown keys are errors (a typo must not be
 silently ignored). ``model.vocab_size`` and ``model.seq_length`` may be ``auto`` (take them from
@@ -51,6 +51,9 @@ DEFAULTS: dict[str, Any] = {
         "split": "train",
         "log_interval": 1,
         "prefetch": 4,  # steps of batches prepared ahead by the loader thread
+        # mask the label that follows each document end (the next document's first token); as
+        # Megatron-LM's --eod-mask-loss, off by default
+        "mask_cross_document_label": False,
     },
     "optimizer": {
         "type": "adamw",  # adamw | lamb
@@ -72,7 +75,8 @@ DEFAULTS: dict[str, Any] = {
         "data_parallel": 1,
         "tensor_parallel": 1,
         "pipeline_stages": 1,
-        "micro_batch_num": 1,  # pipeline micro-batches (Ascend/GPU only)
+        "micro_batch_num": 1,  # pipeline micro-batches per step (PipelineCell; Ascend/GPU only)
+        "optimizer_shard": False,  # ZeRO: shard optimizer state across dp (parallel optimizer; Ascend/GPU)
     },
     "checkpoint": {
         "dir": None,  # None: <output>/checkpoints
@@ -84,6 +88,14 @@ DEFAULTS: dict[str, Any] = {
         "interval": 0,  # steps; 0 disables periodic eval
         "max_batches": 8,
     },
+    "monitor": {
+        # gradient-norm spike: norm > factor x median of the last `window` applied updates' norms
+        # (checked once min_history norms are known); policy warn (log, apply), skip (do not apply
+        # the update; the batch is consumed), stop (do not apply, exit 1), off
+        "grad_norm_spike": {"policy": "warn", "factor": 5.0, "window": 50, "min_history": 10},
+        "data_wait_alarm": 0.15,  # warn when waiting for data takes more than this share of step time
+        "peak_flops": None,  # peak FLOP/s of one device (float); MFU is reported only when set
+    },
     "overfit": {
         "rows": 4,  # rows of the tiny slice trained on repeatedly
         "steps": 150,
@@ -91,8 +103,21 @@ DEFAULTS: dict[str, Any] = {
     },
 }
 
-# Keys that may change between a run and its resumption (they do not change the trajectory).
+# Keys that may change between a run and its resumption (they do not change the trajectory). The
+# layout keys (parallel.*, train.batch_size, train.grad_accumulation_steps) may change too as long as
+# the global batch stays (see global_batch); tensor/pipeline split and optimizer sharding are
+# checked separately on resume (they change how checkpoints are sliced).
 RESUMABLE_KEYS = {
+    ("train", "batch_size"),
+    ("train", "grad_accumulation_steps"),
+    ("parallel", "data_parallel"),
+    ("parallel", "tensor_parallel"),
+    ("parallel", "pipeline_stages"),
+    ("parallel", "micro_batch_num"),
+    ("parallel", "optimizer_shard"),
+    ("monitor", "data_wait_alarm"),
+    ("monitor", "peak_flops"),
+    ("monitor", "grad_norm_spike"),  # e.g. stop on a spike, inspect, resume with policy skip
     ("train", "log_interval"),
     ("train", "prefetch"),
     ("train", "mode"),
@@ -179,20 +204,73 @@ def validate(cfg: dict[str, Any]) -> None:
         problems.append("lr_schedule.decay_ratio must be in [0, 1]")
     if float(t["grad_clip"]) < 0:
         problems.append("train.grad_clip must be >= 0 (0 disables clipping)")
+    if p["pipeline_stages"] > 1 and t["grad_accumulation_steps"] != 1:
+        problems.append(
+            "with pipeline_stages > 1 the micro-batches of a step are parallel.micro_batch_num "
+            "(MindSpore's PipelineCell); set train.grad_accumulation_steps: 1"
+        )
+    if p["pipeline_stages"] > 1 and p["micro_batch_num"] < p["pipeline_stages"]:
+        problems.append(
+            f"parallel.micro_batch_num {p['micro_batch_num']} must be >= pipeline_stages "
+            f"{p['pipeline_stages']}"
+        )
+    spike = cfg["monitor"]["grad_norm_spike"]
+    if spike["policy"] not in ("off", "warn", "skip", "stop"):
+        problems.append(
+            f"monitor.grad_norm_spike.policy must be off, warn, skip or stop, got {spike['policy']!r}"
+        )
+    if not float(spike["factor"]) > 1:
+        problems.append("monitor.grad_norm_spike.factor must be > 1")
+    for k in ("window", "min_history"):
+        positive_int("monitor.grad_norm_spike", k, spike[k])
+    if not 0 < float(cfg["monitor"]["data_wait_alarm"]) <= 1:
+        problems.append("monitor.data_wait_alarm must be in (0, 1]")
+    peak = cfg["monitor"]["peak_flops"]
+    if peak is not None and not (isinstance(peak, int | float) and peak > 0):
+        problems.append(f"monitor.peak_flops must be a positive number of FLOP/s or null, got {peak!r}")
     if problems:
         raise ConfigError("invalid config: " + "; ".join(problems))
 
 
-def resolve_against_manifest(cfg: dict[str, Any], shards: dict[str, Any]) -> None:
-    """Fill ``auto`` model sizes from the manifest's shard section; raise on any mismatch."""
+def micro_batches_per_step(cfg: dict[str, Any]) -> int:
+    """Micro-batches per optimizer step and dp rank: grad_accumulation_steps, or micro_batch_num
+    under pipeline parallelism."""
+    p = cfg["parallel"]
+    return p["micro_batch_num"] if p["pipeline_stages"] > 1 else cfg["train"]["grad_accumulation_steps"]
+
+
+def global_batch(cfg: dict[str, Any]) -> int:
+    """Rows per optimizer step over all data-parallel ranks: dp x batch_size x micro-batches."""
+    return cfg["parallel"]["data_parallel"] * cfg["train"]["batch_size"] * micro_batches_per_step(cfg)
+
+
+def resolve_against_manifest(
+    cfg: dict[str, Any], shards: dict[str, Any], checkpoint_vocab: int | None = None
+) -> None:
+    """Fill ``auto`` model sizes from the manifest's shard section; raise on any mismatch.
+
+    ``checkpoint_vocab``: embedding rows of the ``init_from`` checkpoint. ``vocab_size: auto`` then
+    takes the larger of the shards' vocabulary and the checkpoint's rows (a checkpoint padded beyond
+    its tokenizer keeps its rows; a shards' tokenizer that extends the checkpoint's gets new rows);
+    an explicit value may also equal the checkpoint's rows when they cover the shards' ids.
+    """
     m = cfg["model"]
     for key in ("seq_length", "vocab_size"):
         data_value = shards.get(key)
         if data_value is None:
             raise ConfigError(f"manifest shards section has no {key!r}; is it a dataprep output?")
+        data_value = int(data_value)
+        rows = checkpoint_vocab if key == "vocab_size" and checkpoint_vocab else None
         if m[key] == "auto":
-            m[key] = int(data_value)
-        elif int(m[key]) != int(data_value):
+            m[key] = max(data_value, rows or 0)
+            continue
+        if rows is not None and int(m[key]) < rows:
+            raise ConfigError(
+                f"model.vocab_size = {m[key]} is smaller than the {rows} embedding rows of model.init_from: "
+                f"set model.vocab_size: {rows} or auto (the shards' ids < {data_value} fit, the extra rows "
+                "stay)"
+            )
+        if int(m[key]) != data_value and not (rows is not None and int(m[key]) == rows >= data_value):
             hint = (
                 "rows hold seq_length + 1 tokens, fixed when the data was packed: repack with "
                 "pack.seq_length or"
@@ -206,10 +284,12 @@ def resolve_against_manifest(cfg: dict[str, Any], shards: dict[str, Any]) -> Non
 
 
 def trajectory_hash(cfg: dict[str, Any], data_identity: Any) -> str:
-    """sha256 over everything that determines the training trajectory (not logging/step count)."""
+    """sha256 over everything that determines the training trajectory: not logging, checkpointing
+    or the parallel layout, but the global batch."""
     pruned = copy.deepcopy(cfg)
     for section, key in RESUMABLE_KEYS:
         pruned.get(section, {}).pop(key, None)
+    pruned["global_batch"] = global_batch(cfg)
     blob = json.dumps({"config": pruned, "data": data_identity}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -2,7 +2,10 @@
 checkpoint for ``model.init_from`` — continue pretraining from published weights.
 
     python pretrain/convert_hf.py --hf HF_DIR --out model.ckpt [--config pretrain/configs/x.yaml]
-        [--vocab-size N] [--allow-partial] [--write-config model.yaml]
+        [--vocab-size N] [--allow-partial] [--write-config model.yaml] [--allow-config-mismatch F,..]
+
+(Training can also take HF_DIR itself as ``model.init_from``: it converts in memory and checks the
+tokenizer beside it against the shards' manifest.)
 
 Tensors are read with the safetensors library (never pickle); BF16 tensors are widened to float32.
 Names map one to one (the model uses Hugging Face names, see pretrain/model.py). The report counts
@@ -10,7 +13,9 @@ matched / missing / unexpected / shape-mismatched parameters, and the conversion
 short of a full match unless ``--allow-partial`` is given: a silently re-initialised layer costs
 days of training. Vocabulary extension (target vocab_size larger than the checkpoint's, e.g. a
 tokenizer with added tokens) initialises the new embedding and lm_head rows with the mean of the
-old rows. Peak memory is about the float32 size of the model.
+old rows. With ``--config``, config.json is compared with the training config's model section:
+shapes, and numerics (rope_theta, rms_norm_eps, ...) unless ``--allow-config-mismatch`` names them
+(pretrain/hf_checks.py); a mismatch exits 2. Peak memory is about the float32 size of the model.
 """
 
 from __future__ import annotations
@@ -39,8 +44,12 @@ class ConversionError(RuntimeError):
     """The checkpoint does not fit the model; the message lists what differs."""
 
 
+class ConfigMismatch(ConversionError):
+    """config.json does not match the training config (exit code 2, like other config errors)."""
+
+
 def model_config_from_hf(
-    hf: dict[str, Any], vocab_size: int | None = None, seq_length: int = 2048
+    hf: dict[str, Any], vocab_size: int | None = None, seq_length: int = 2048, any_act: bool = False
 ) -> ModelConfig:
     """ModelConfig equivalent to a Hugging Face config.json (``vocab_size`` overrides for extension)."""
     mtype = hf.get("model_type", "llama")
@@ -48,7 +57,7 @@ def model_config_from_hf(
         raise ConversionError(f"model_type {mtype!r} is not a supported LLaMA-family type {SUPPORTED_TYPES}")
     if hf.get("rope_scaling"):
         raise ConversionError(f"rope_scaling {hf['rope_scaling']} is not supported by pretrain/model.py")
-    if hf.get("hidden_act", "silu") != "silu":
+    if hf.get("hidden_act", "silu") != "silu" and not any_act:
         raise ConversionError(f"hidden_act {hf['hidden_act']!r} is not SwiGLU (silu)")
     heads = int(hf["num_attention_heads"])
     return ModelConfig(
@@ -168,25 +177,28 @@ def save_mindspore(params: dict[str, np.ndarray], out: Path) -> None:
     tmp.replace(out)
 
 
-def check_against_training_config(cfg: ModelConfig, model_section: dict[str, Any]) -> list[str]:
-    """Differences between the converted shape and a training config's model section."""
-    diffs = []
-    for key in (
-        "hidden_size",
-        "num_layers",
-        "num_heads",
-        "num_kv_heads",
-        "intermediate_size",
-        "tie_word_embeddings",
-        "qkv_bias",
-        "vocab_size",
-    ):
-        want = model_section.get(key)
-        if want in (None, "auto"):
-            continue
-        if want != getattr(cfg, key):
-            diffs.append(f"model.{key}: config {want!r}, checkpoint {getattr(cfg, key)!r}")
-    return diffs
+def check_against_training_config(
+    hf: dict[str, Any],
+    model_section: dict[str, Any],
+    allow: set[str] | None = None,
+    where: Any = "config.json",
+) -> list[str]:
+    """Refuse (ConfigMismatch, one line) a config.json that does not describe the training config's
+    model: shapes, and numerics such as rope_theta / rms_norm_eps unless ``allow`` names them (see
+    pretrain/hf_checks.py). Returns the allowed differences."""
+    from pretrain.hf_checks import CheckError, check_config
+
+    try:
+        allowed = check_config(hf, model_section, set(allow or ()), where)
+    except CheckError as e:
+        raise ConfigMismatch(str(e)) from None
+    vocab = model_section.get("vocab_size")
+    if isinstance(vocab, int) and vocab < int(hf["vocab_size"]):
+        raise ConfigMismatch(
+            f"model.vocab_size {vocab} is smaller than the checkpoint's {hf['vocab_size']} rows: shrinking a "
+            "vocabulary drops trained rows"
+        )
+    return allowed
 
 
 def convert(
@@ -196,8 +208,12 @@ def convert(
     allow_partial: bool = False,
     training_model: dict[str, Any] | None = None,
     log: Any = print,
+    allow_config_mismatch: set[str] | None = None,
 ) -> MatchReport:
-    """Convert and write ``out``; raises ConversionError unless the match is complete (or allowed)."""
+    """Convert and write ``out``; raises ConversionError unless the match is complete (or allowed),
+    ConfigMismatch when config.json does not match ``training_model`` (a training config's model
+    section; ``vocab_size: auto`` there keeps the checkpoint's rows: training adds rows itself when
+    the shards' vocabulary is larger)."""
     hf_dir = Path(hf_dir)
     try:
         hf = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
@@ -210,13 +226,10 @@ def convert(
             f"target vocab_size {vocab_size} is smaller than the checkpoint's {hf['vocab_size']}: "
             "shrinking a vocabulary drops trained rows; use a tokenizer that extends the original"
         )
-    cfg = model_config_from_hf(hf, vocab_size)
     if training_model:
-        diffs = check_against_training_config(cfg, training_model)
-        if diffs:
-            raise ConversionError(
-                "the training config's model section does not match the checkpoint: " + "; ".join(diffs)
-            )
+        for text in check_against_training_config(hf, training_model, allow_config_mismatch, hf_dir):
+            log(f"allowed difference: {text}")
+    cfg = model_config_from_hf(hf, vocab_size, any_act="hidden_act" in (allow_config_mismatch or ()))
     tensors = read_safetensors(hf_dir)
     params, report = map_weights(tensors, cfg)
     log(f"convert {hf_dir} -> {out}: " + report.summary())
@@ -244,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         "--allow-partial", action="store_true", help="write even if tensors are missing/mismatched"
     )
     ap.add_argument("--write-config", help="write the matching model section as YAML to this path")
+    ap.add_argument(
+        "--allow-config-mismatch",
+        default="",
+        metavar="FIELD[,FIELD]",
+        help="with --config: accept these numeric fields differing from config.json (rope_theta, ...)",
+    )
     args = ap.parse_args(argv)
     training_model = None
     if args.config:
@@ -254,8 +273,19 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+    allow = {f.strip() for f in args.allow_config_mismatch.split(",") if f.strip()}
     try:
-        report = convert(args.hf, args.out, args.vocab_size, args.allow_partial, training_model)
+        report = convert(
+            args.hf,
+            args.out,
+            args.vocab_size,
+            args.allow_partial,
+            training_model,
+            allow_config_mismatch=allow,
+        )
+    except ConfigMismatch as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except ConversionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

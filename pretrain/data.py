@@ -5,12 +5,15 @@ Layout (as MindSpore/MindFormers): world = dp x tp x pp and
 (``num_shards = dp, shard_id = dp_rank``), so all ranks of one model replica (same dp_rank, any
 tp_rank / pp_stage) read identical batches.
 
-Order: epoch ``e`` is a permutation of all rows seeded by ``seed + e`` (or the stored order when
-shuffle is off), padded by repeating its first rows to a multiple of ``dp`` (so every row is seen
-every epoch; MindDataset pads the same way), then split among the dp ranks. A step consumes
-``grad_accumulation_steps`` micro-batches of ``batch_size`` rows per rank; rows left over at the end
-of an epoch (fewer than one step) are skipped. The rows of step ``t`` depend only on ``t``: that is
-what makes resumption exact.
+Order (as Megatron's pretraining sampler, by consumed samples): epoch ``e`` is a permutation of
+all rows seeded by ``seed + e`` (or the stored order when shuffle is off). The epoch is cut into
+global batches of G = dp x batch_size x grad_accumulation_steps rows; rows past the last whole
+global batch are left out of that epoch (fewer than G, a different few each epoch). Global step
+``t`` of an epoch reads rows ``order[t*G:(t+1)*G]``; data-parallel rank ``r`` takes every dp-th of
+them starting at ``r`` and splits its share into micro-batches of batch_size. So the rows of a step
+depend only on the step and G: any layout with the same global batch (dp=2 x batch 2 or dp=1 x
+batch 4, with or without accumulation) trains on the same rows at every step, which is what lets a
+run resume exactly and resume under another data-parallel size.
 
 Features of a micro-batch (numpy, fixed shapes, S = seq_length):
 ``input_ids`` int32 [B, S] = row[:-1]; ``labels`` int32 [B, S] = row[1:];
@@ -21,7 +24,6 @@ its own segment). Boundaries come from ``actual_seq_len`` when stored, else from
 
 from __future__ import annotations
 
-import math
 import queue
 import threading
 import time
@@ -70,13 +72,16 @@ def epoch_order(num_rows: int, epoch: int, seed: int, shuffle: bool) -> np.ndarr
     return np.random.default_rng([seed, epoch]).permutation(num_rows).astype(np.int64)
 
 
-def shard_of(order: np.ndarray, dp: int, dp_rank: int) -> np.ndarray:
-    """dp_rank's share of an epoch order: padded by wrap-around to a multiple of dp, then strided."""
-    per_rank = math.ceil(len(order) / dp)
-    pad = per_rank * dp - len(order)
-    if pad:
-        order = np.concatenate([order, order[:pad]])
-    return order[dp_rank::dp]
+def steps_per_epoch(num_rows: int, global_batch: int) -> int:
+    """Whole global batches in one epoch (the remainder of the epoch's order is left out)."""
+    return num_rows // global_batch
+
+
+def rank_rows(order: np.ndarray, step_in_epoch: int, global_batch: int, dp: int, dp_rank: int) -> np.ndarray:
+    """Row indices ``dp_rank`` reads at one step of an epoch: every dp-th row of the step's global
+    batch ``order[step*G:(step+1)*G]``, starting at ``dp_rank`` (G / dp rows, micro-batches in order)."""
+    lo = step_in_epoch * global_batch
+    return order[lo : lo + global_batch][dp_rank::dp]
 
 
 def segments_from_ends(ends: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +107,7 @@ def row_features(
     loss_mask: np.ndarray | None,
     eos_id: int,
     pad_id: int | None,
+    mask_cross_document_label: bool = False,
 ) -> dict[str, np.ndarray]:
     """Model inputs for rows int [B, S+1] (see the module docstring for the output contract).
 
@@ -110,24 +116,30 @@ def row_features(
     labels past the last real token (``actual_seq_len[-1]``) are masked; else padding is found from
     ``pad_id`` (a trailing run of pad tokens; when pad_id == eos_id the first one is the real EOS).
     Document boundaries: ``actual_seq_len`` when stored; else a document ends after each EOS.
+
+    ``mask_cross_document_label``: also mask label i when row token i + 1 starts a document, i.e.
+    the prediction made at a document's last token (its EOS) of the next document's first token.
+    With EOS-derived boundaries this is exactly Megatron-LM's ``--eod-mask-loss`` (mask the loss
+    where the input token is EOD); the EOS itself stays a label (the model still learns to end a
+    document).
     """
     rows = np.asarray(rows, dtype=np.int32)
     b, length = rows.shape
     s = length - 1
     inputs, labels = rows[:, :-1], rows[:, 1:]
+    # doc_start[k, j]: row token j begins a document (j = 0 always does)
+    doc_start = np.zeros((b, length), dtype=bool)
+    doc_start[:, 0] = True
     if actual_seq_len is not None:
-        seg = np.empty((b, s), np.int32)
-        pos = np.empty((b, s), np.int32)
         real = np.empty(b, np.int64)
         for k, ends in enumerate(actual_seq_len):
             ends = np.asarray(ends, dtype=np.int64)
-            seg[k], pos[k] = (a[0] for a in segments_from_ends(ends, s))
             real[k] = ends[-1] if len(ends) else length
+            doc_start[k, ends[(ends > 0) & (ends < length)]] = True  # the padding is a segment too
+        seg, pos = _segments_from_starts(doc_start[:, :s])
     else:
-        starts = np.zeros((b, s), dtype=bool)
-        starts[:, 0] = True
-        starts[:, 1:] = inputs[:, :-1] == eos_id
-        seg, pos = _segments_from_starts(starts)
+        doc_start[:, 1:] = rows[:, :-1] == eos_id
+        seg, pos = _segments_from_starts(doc_start[:, :s])
         real = np.full(b, length, np.int64)
         if pad_id is not None:
             not_pad = rows != pad_id
@@ -144,6 +156,8 @@ def row_features(
         mask = (lm != 0).astype(np.float32)
     else:
         mask = (np.arange(1, length)[None, :] < real[:, None]).astype(np.float32)
+    if mask_cross_document_label:
+        mask[doc_start[:, 1:]] = 0.0
     return {
         "input_ids": np.ascontiguousarray(inputs),
         "labels": np.ascontiguousarray(labels),
@@ -153,13 +167,12 @@ def row_features(
     }
 
 
-_DATASET_SEED_LOCK = threading.Lock()
-
 FEATURES = ("input_ids", "labels", "loss_mask", "position_ids", "segment_ids")
 
 
 class RowSource:
-    """Rows of one split for one dp rank, epoch by epoch (bin via memmap, MindRecord via MindDataset)."""
+    """Rows of one split for one dp rank, epoch by epoch (.bin via memmap, MindRecord via
+    MindDataset with a SubsetSampler of this rank's row indices: both formats read the same order)."""
 
     def __init__(self, split: SplitFiles, dp: int, dp_rank: int, seed: int, shuffle: bool):
         self.split, self.dp, self.dp_rank, self.seed, self.shuffle = split, dp, dp_rank, seed, shuffle
@@ -171,7 +184,7 @@ class RowSource:
             self.bin = None
             self.columns = mindrecord_columns(split)
             self.total_rows = self._mindrecord_size()
-        self.rows_per_rank = math.ceil(self.total_rows / dp) if self.total_rows else 0
+        self._orders: dict[int, np.ndarray] = {}
 
     def _files_arg(self) -> str | list[str]:
         files = [str(p) for p in self.split.files]
@@ -189,36 +202,52 @@ class RowSource:
             )
         return int(rows)
 
-    def _mindrecord_rows(self, epoch: int, skip_rows: int) -> Iterator[dict[str, np.ndarray]]:
-        import mindspore.dataset as ds
+    def order(self, epoch: int) -> np.ndarray:
+        """The epoch's permutation of all rows (cached for the two most recent epochs)."""
+        if epoch not in self._orders:
+            if len(self._orders) >= 2:
+                self._orders.pop(min(self._orders))
+            self._orders[epoch] = epoch_order(self.total_rows, epoch, self.seed, self.shuffle)
+        return self._orders[epoch]
 
-        with _DATASET_SEED_LOCK:  # the dataset seed is process-global: set + build + start atomically
-            ds.config.set_seed(self.seed + epoch)  # before the dataset is built: it fixes the order
-            dataset = ds.MindDataset(
-                self._files_arg(),
-                columns_list=list(self.columns),
-                num_shards=self.dp if self.dp > 1 else None,
-                shard_id=self.dp_rank if self.dp > 1 else None,
-                shuffle=self.shuffle,
-                num_parallel_workers=1,
+    def steps_per_epoch(self, global_batch: int) -> int:
+        return steps_per_epoch(self.total_rows, global_batch)
+
+    def step_batches(
+        self, epoch: int, first_step: int, n_steps: int, global_batch: int, batch_size: int
+    ) -> Iterator[dict[str, Any]]:
+        """This rank's raw micro-batches ({column: rows, "row_ids": indices}) for steps
+        ``first_step .. first_step + n_steps - 1`` of an epoch, in order."""
+        order = self.order(epoch)
+        idx = (
+            np.concatenate(
+                [
+                    rank_rows(order, s, global_batch, self.dp, self.dp_rank)
+                    for s in range(first_step, first_step + n_steps)
+                ]
             )
-            if skip_rows:
-                dataset = dataset.skip(skip_rows)
-            it = dataset.create_dict_iterator(num_epochs=1, output_numpy=True)
-        return it
+            if n_steps
+            else np.zeros(0, np.int64)
+        )
+        yield from self.read(idx, batch_size)
 
-    def batches(self, epoch: int, batch_size: int, skip_batches: int, count: int) -> Iterator[dict[str, Any]]:
-        """``count`` raw batches ({column: rows}) of one epoch, starting after ``skip_batches``."""
+    def read(self, idx: np.ndarray, batch_size: int) -> Iterator[dict[str, Any]]:
+        """Rows ``idx`` (in that order) as raw batches of ``batch_size`` rows."""
         if self.bin is not None:
-            idx = shard_of(
-                epoch_order(self.total_rows, epoch, self.seed, self.shuffle), self.dp, self.dp_rank
-            )
-            for k in range(skip_batches, skip_batches + count):
-                batch = self.bin.read(idx[k * batch_size : (k + 1) * batch_size])
-                batch["row_ids"] = idx[k * batch_size : (k + 1) * batch_size]
+            for k in range(0, len(idx) - batch_size + 1, batch_size):
+                batch = self.bin.read(idx[k : k + batch_size])
+                batch["row_ids"] = idx[k : k + batch_size]
                 yield batch
             return
-        it = self._mindrecord_rows(epoch, skip_batches * batch_size)
+        import mindspore.dataset as ds
+
+        dataset = ds.MindDataset(
+            self._files_arg(),
+            columns_list=list(self.columns),
+            sampler=ds.SubsetSampler([int(i) for i in idx]),
+            num_parallel_workers=1,
+        )
+        it = dataset.create_dict_iterator(num_epochs=1, output_numpy=True)
         buf: list[dict[str, np.ndarray]] = []
         produced = 0
         for row in it:
@@ -232,13 +261,12 @@ class RowSource:
                     "loss_mask": np.stack([r["loss_mask"] for r in buf])
                     if "loss_mask" in self.columns
                     else None,
+                    "row_ids": idx[produced * batch_size : (produced + 1) * batch_size],
                 }
                 buf = []
                 produced += 1
-                if produced == count:
-                    break
-        if produced < count:
-            raise RuntimeError(f"MindDataset ended after {produced} of {count} batches in epoch {epoch}")
+        if produced < len(idx) // batch_size:
+            raise RuntimeError(f"MindDataset returned {produced} of {len(idx) // batch_size} batches")
 
 
 class StepLoader:
@@ -259,16 +287,19 @@ class StepLoader:
         end_step: int,
         prefetch: int = 4,
         use_stored: bool = True,
+        mask_cross_document_label: bool = False,
     ):
         self.source, self.batch_size, self.accum = source, batch_size, accum
         self.eos_id, self.pad_id, self.use_stored = eos_id, pad_id, use_stored
+        self.mask_cross_document_label = mask_cross_document_label
         self.rows_per_step = batch_size * accum
-        self.steps_per_epoch = source.rows_per_rank // self.rows_per_step
+        self.global_batch = self.rows_per_step * source.dp
+        self.steps_per_epoch = source.steps_per_epoch(self.global_batch)
         if self.steps_per_epoch == 0:
             raise ValueError(
-                f"the split has {source.total_rows} rows = {source.rows_per_rank} per data-parallel rank, "
-                f"fewer than one step needs ({batch_size} x {accum} accumulation); use a smaller "
-                "train.batch_size / grad_accumulation_steps or more data"
+                f"the split has {source.total_rows} rows, fewer than one global batch (data_parallel "
+                f"{source.dp} x batch_size {batch_size} x {accum} accumulation = {self.global_batch}); use a "
+                "smaller train.batch_size / grad_accumulation_steps or more data"
             )
         self.start_step, self.end_step = start_step, end_step
         self.wait_seconds = 0.0
@@ -288,6 +319,7 @@ class StepLoader:
             raw.get("loss_mask") if self.use_stored else None,
             self.eos_id,
             self.pad_id,
+            self.mask_cross_document_label,
         )
         if "row_ids" in raw:
             f["row_ids"] = raw["row_ids"]
@@ -299,9 +331,7 @@ class StepLoader:
             while step < self.end_step and not self._stop.is_set():
                 epoch, offset = self.position(step)
                 n_steps = min(self.steps_per_epoch - offset, self.end_step - step)
-                batches = self.source.batches(
-                    epoch, self.batch_size, offset * self.accum, n_steps * self.accum
-                )
+                batches = self.source.step_batches(epoch, offset, n_steps, self.global_batch, self.batch_size)
                 micro: list[dict[str, np.ndarray]] = []
                 for raw in batches:
                     micro.append(self._features(raw))

@@ -7,9 +7,12 @@
         pretrain/run.py --config ... --data out            (data parallel: parallel.data_parallel: 2)
 
 Outputs in --output (default output/<config name>): metrics.jsonl (one record per step: loss, lr,
-grad_norm, tokens_per_s, data_wait_share, loss_scale, skipped; eval records), loss.png,
-config.resolved.json, checkpoints/rank_<r>/step_<N>/. Exit codes: 0 done, 1 training failed
-(non-finite loss, bad checkpoint, failed overfit check), 2 config/data error.
+grad_norm, spikes, tokens_per_s, total_tokens_per_s, model_flops_per_s, mfu, data_wait_share and
+alarm, memory, loss_scale, skipped; eval records), loss.png, config.resolved.json,
+checkpoints/rank_<r>/step_<N>/. An --output holding an earlier run is refused unless --resume or
+--overwrite. SIGTERM stops after the current step with a checkpoint (exit 0). Exit codes: 0 done
+or stopped by SIGTERM, 1 training failed (non-finite loss, gradient spike under policy stop, bad
+checkpoint, failed overfit check), 2 config/data error.
 """
 
 from __future__ import annotations
@@ -39,7 +42,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="stop after this step (checkpointed; the LR schedule still spans train.steps)",
     )
     ap.add_argument(
-        "--resume", help="'auto' (newest valid checkpoint, else start fresh) or a checkpoint path"
+        "--resume",
+        help="'auto' (the newest step complete on every rank, else start fresh) or a checkpoint path",
+    )
+    ap.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in an --output that holds an earlier run (deletes its checkpoints and metrics)",
+    )
+    ap.add_argument(
+        "--allow-config-mismatch",
+        default="",
+        metavar="FIELD[,FIELD]",
+        help="with model.init_from a Hugging Face checkpoint: train with the config's value of these "
+        "fields although config.json differs (rope_theta, rms_norm_eps, hidden_act, tie_word_embeddings, "
+        "max_position_embeddings, qkv_bias)",
     )
     ap.add_argument(
         "--overfit-check",
@@ -80,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(layout_table(layout))
         return 0
+    if args.overwrite and args.resume:
+        print("error: --overwrite starts over, --resume continues: give one of them", file=sys.stderr)
+        return 2
     if not args.data:
         print("error: --data OUT is required (the output directory of `dataprep prepare`)", file=sys.stderr)
         return 2
@@ -93,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     from pretrain.trainer import Trainer, main_guard
 
     def go() -> int:
-        trainer = Trainer(cfg, args.data, output)
+        allowed = [f.strip() for f in args.allow_config_mismatch.split(",") if f.strip()]
+        trainer = Trainer(cfg, args.data, output, allow_config_mismatch=allowed)
         if args.overfit_check:
             passed, first, last = trainer.overfit_check()
             bound = cfg["overfit"]["max_loss"]
@@ -106,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
             return 0 if passed else 1
-        trainer.fit(args.resume, stop_at=args.steps)
+        trainer.fit(args.resume, stop_at=args.steps, overwrite=args.overwrite)
         return 0
 
     return main_guard(go)

@@ -1,11 +1,27 @@
 """The training loop: builds model, optimizer and data for this rank, runs compiled steps, logs,
 evaluates, checkpoints and resumes exactly.
 
-One optimizer step = ``grad_accumulation_steps`` micro-batches per data-parallel rank. Each
-micro-batch contributes Σ(token NLL) / T to the loss, T = loss tokens of the whole step on this
-rank, so K micro-batches give the same gradient as one batch of K x batch_size rows. Data-parallel
-gradients are averaged across ranks (nn.DistributedGradReducer); the logged loss is the global
-token mean.
+One optimizer step trains on one global batch of G = dp x batch_size x micro-batches rows
+(micro-batches = grad_accumulation_steps, or micro_batch_num under pipeline parallelism). Each
+micro-batch contributes Σ(token NLL) x loss_scale / T to the loss, T = loss tokens of the whole
+global batch (all-reduced before the step), so the gradient summed over micro-batches and ranks is
+the gradient of the global token mean whatever the layout: dp 2 x batch 2 and dp 1 x batch 4 take
+the same step on the same rows (see pretrain/data.py for the order). How gradients are reduced
+across ranks and how their norm is taken under each parallel mode: pretrain/parallel.py.
+
+Resumption: checkpoints record the samples consumed (step x G), the optimizer-update count that
+positions the LR schedule, the loss scale and the gradient-norm history. ``--resume auto`` takes
+the newest step whose checkpoint is complete on every rank (agreed through a collective; the log
+names each rank that lacked a newer one). A run may resume under another data-parallel size or
+micro-batch split as long as G and everything else that shapes the trajectory are unchanged; the
+tensor/pipeline split and optimizer sharding must stay (their checkpoints are sliced).
+
+Monitoring (per step, in metrics.jsonl): loss, lr, gradient norm and spikes (monitor.grad_norm_spike:
+warn / skip the update / stop), loss-token and all-position throughput, model FLOP/s and MFU
+(pretrain/monitor.py), data-wait share with an alarm (monitor.data_wait_alarm), peak RSS and device
+memory. The first step of a process includes graph compilation: its time is reported as
+``first_step_s`` and left out of throughput. SIGTERM ends the run after the current step with a
+checkpoint (all ranks stop at the same step).
 """
 
 from __future__ import annotations
@@ -14,9 +30,12 @@ import json
 import math
 import os
 import random
+import shutil
+import signal
 import sys
+import threading
 import time
-from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +43,21 @@ import numpy as np
 
 from dataprep.formats.readers_for_training import ShardError, open_split
 from pretrain import checkpoint as ckpt
-from pretrain.config import ConfigError, diff_keys, resolve_against_manifest, trajectory_hash
-from pretrain.data import FEATURES, Layout, RowSource, StepLoader, row_features
+from pretrain.config import (
+    ConfigError,
+    diff_keys,
+    global_batch,
+    micro_batches_per_step,
+    resolve_against_manifest,
+    trajectory_hash,
+)
+from pretrain.data import FEATURES, Layout, RowSource, StepLoader, rank_rows, row_features
+from pretrain.hf_checks import TOKENIZER_FILES, CheckError, check_config, check_tokenizer, open_init_source
+from pretrain.monitor import SpikeDetector, device_peak_mb, flops_per_token, peak_rss_mb
 from pretrain.optim import LossScale, LRSchedule, build_optimizer
+from pretrain.parallel import DATA_PARALLEL, SEMI_AUTO, ParallelPlan
+
+MAX_AGREED_STEPS = 64  # newest checkpoint steps per rank compared when ranks agree on a resume step
 
 
 class TrainingError(RuntimeError):
@@ -55,10 +86,19 @@ def layout_table(layout: Layout) -> str:
 
 
 class Trainer:
-    def __init__(self, cfg: dict[str, Any], data: str | Path, output: str | Path, log: Any = _log):
+    def __init__(
+        self,
+        cfg: dict[str, Any],
+        data: str | Path,
+        output: str | Path,
+        log: Any = _log,
+        allow_config_mismatch: Iterable[str] = (),
+    ):
         self.cfg, self.log = cfg, log
         self.output = Path(output)
         self.data = Path(data)
+        self.allow_config_mismatch = set(allow_config_mismatch)
+        self.stop_requested = False  # set by SIGTERM; the run stops after the current step
         self._init_context()
         self._open_data()
         self._build()
@@ -67,7 +107,9 @@ class Trainer:
     def _init_context(self) -> None:
         import mindspore as ms
 
-        t, p = self.cfg["train"], self.cfg["parallel"]
+        from pretrain.parallel import configure_context
+
+        t = self.cfg["train"]
         ms.reset_auto_parallel_context()
         ms.set_context(mode=ms.PYNATIVE_MODE if t["mode"] == "pynative" else ms.GRAPH_MODE)
         self.device = ms.get_context("device_target")
@@ -77,24 +119,23 @@ class Trainer:
 
             init()
             self.rank, world = get_rank(), get_group_size()
-        tp, pp, dp = p["tensor_parallel"], p["pipeline_stages"], p["data_parallel"]
-        if tp * pp > 1:
-            self._check_model_split(tp, pp)
-            ms.set_auto_parallel_context(
-                parallel_mode="semi_auto_parallel",
-                device_num=dp * tp * pp,
-                pipeline_stages=pp,
-                gradients_mean=True,
-                # each rank feeds its dp shard; ranks of one replica (same dp_rank) feed identical rows
-                dataset_strategy=tuple((dp, 1) for _ in FEATURES),
-            )
+        self.plan = plan = ParallelPlan.from_config(self.cfg["parallel"])
+        tp, pp, dp = plan.tp, plan.pp, plan.dp
+        if plan.mode == SEMI_AUTO:
+            if tp * pp > 1:
+                self._check_model_split(tp, pp)
+            configure_context(plan)
             if self.device == "CPU":
+                what = f"tensor_parallel {tp} / pipeline_stages {pp}" + (
+                    " / optimizer_shard (ZeRO)" if plan.optimizer_shard else ""
+                )
                 raise ConfigError(
-                    f"tensor_parallel {tp} / pipeline_stages {pp} need an Ascend or GPU backend: MindSpore "
-                    "compiles semi_auto_parallel only there (this machine runs CPU). The auto-parallel "
-                    "context is configured; the data layout would be:\n"
+                    f"{what} need an Ascend or GPU backend: MindSpore compiles semi_auto_parallel and the "
+                    "parallel optimizer only there (this machine runs CPU). The auto-parallel context is "
+                    "configured; the data layout would be:\n"
                     + layout_table(Layout(dp * tp * pp, tp, pp))
-                    + "\nUse tensor_parallel: 1 and pipeline_stages: 1 here (data parallel works on CPU)."
+                    + "\nUse tensor_parallel: 1, pipeline_stages: 1 and optimizer_shard: false here (data "
+                    "parallel works on CPU)."
                 )
         try:
             self.layout = Layout(world, tp, pp)
@@ -107,9 +148,10 @@ class Trainer:
                 f"{world}: launch with msrun --worker_num={n} --local_worker_num={n} --master_port=8118 "
                 "--join=True pretrain/run.py ... (or set parallel.data_parallel to match)"
             )
+        self.world = world
         self.pp_stage, self.dp_rank, self.tp_rank = self.layout.coords(self.rank)
-        if tp * pp == 1 and world > 1:
-            ms.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True, device_num=world)
+        if plan.mode == DATA_PARALLEL:
+            configure_context(plan)
         seed = int(self.cfg["seed"])
         ms.set_seed(seed)  # seeds first: the dataset and the model are built after this
         np.random.seed(seed)
@@ -136,8 +178,13 @@ class Trainer:
         except (ShardError, FileNotFoundError) as e:
             raise ConfigError(str(e)) from None
         self.shards = split.shards
-        resolve_against_manifest(self.cfg, self.shards)
         self.split = split
+        self.init_source, self._init_params, rows = None, None, None
+        if self.cfg["model"]["init_from"]:
+            rows = self._open_init_from(self.cfg["model"]["init_from"])
+        resolve_against_manifest(self.cfg, self.shards, checkpoint_vocab=rows)
+        if self.init_source is not None:
+            self._check_init_source()
         self.eos_id = int(self.shards["eos_id"])
         self.pad_id = self.shards.get("pad_id")
         self.data_identity = {
@@ -150,7 +197,9 @@ class Trainer:
         )
         self.eval_split = None
         e = self.cfg["eval"]
-        if e["interval"] > 0:
+        if e["interval"] > 0 and self.plan.pp > 1:
+            self.log("eval: off under pipeline parallelism (the eval graph is not pipelined here)")
+        elif e["interval"] > 0:
             try:
                 self.eval_split = open_split(self.data, e["split"], t["data_format"])
             except ShardError as err:
@@ -158,9 +207,10 @@ class Trainer:
 
     def _build(self) -> None:
         import mindspore as ms
-        from mindspore import Tensor, amp, nn, ops
+        from mindspore import Tensor, amp, ops
 
         from pretrain.model import LlamaForCausalLM, ModelConfig, no_decay
+        from pretrain.parallel import build_eval_cell, build_step_cells, global_norm_fn
 
         m = {k: v for k, v in self.cfg["model"].items() if k != "init_from"}
         t = self.cfg["train"]
@@ -174,8 +224,8 @@ class Trainer:
             if problems:
                 raise ConfigError("parallel layout does not fit the model: " + "; ".join(problems))
             apply_parallel_strategy(self.net, self.layout.dp, self.layout.tp, self.layout.pp)
-        if self.cfg["model"]["init_from"]:
-            self._init_from(self.cfg["model"]["init_from"])
+        if self.init_source is not None:
+            self._init_from()
         self.params = self.net.trainable_params()
         self.opt = build_optimizer(self.params, self.cfg["optimizer"], no_decay)
         self.schedule = LRSchedule.from_config(self.cfg["lr_schedule"], t["steps"])
@@ -185,35 +235,37 @@ class Trainer:
             if t["amp_level"] == "O2"
             else LossScale()
         )
+        self.spike = SpikeDetector.from_config(self.cfg["monitor"]["grad_norm_spike"])
+        self.global_batch = global_batch(self.cfg)
+        self.micro_per_step = micro_batches_per_step(self.cfg)
         self.hash = trajectory_hash(self.cfg, self.data_identity)
-        dp = self.layout.dp
-        reducer = nn.DistributedGradReducer(self.params, mean=True, degree=dp) if dp > 1 else None
-        self._allreduce = ops.AllReduce() if dp > 1 else None
-        net, opt = self.net, self.opt
+        self.flops_per_token = flops_per_token(self.model_cfg)
+        self.step_cells = build_step_cells(self.plan, self.net, self.opt)
+        self.eval_cell = build_eval_cell(self.plan, self.net)
+        reducer = self.step_cells.reducer
+        self._allreduce = ops.AllReduce() if self.world > 1 else None
+        global_norm = global_norm_fn()
+        opt = self.opt
+        grad_fn = ms.value_and_grad(self.step_cells.network, None, opt.parameters)
 
-        def forward(ids: Tensor, labels: Tensor, mask: Tensor, pos: Tensor, seg: Tensor, coef: Tensor) -> Any:
-            nll_sum, _ = net(ids, labels, mask, pos, seg)
-            return nll_sum * coef, nll_sum
-
-        grad_fn = ms.value_and_grad(forward, None, opt.parameters, has_aux=True)
-
-        def micro(ids: Tensor, labels: Tensor, mask: Tensor, pos: Tensor, seg: Tensor, coef: Tensor) -> Any:
-            (_, nll_sum), grads = grad_fn(ids, labels, mask, pos, seg, coef)
-            return nll_sum, grads
+        def micro(ids: Tensor, labels: Tensor, weights: Tensor, pos: Tensor, seg: Tensor) -> Any:
+            return grad_fn(ids, labels, weights, pos, seg)
 
         def accumulate(acc: tuple, grads: tuple) -> tuple:
             return tuple(a + g for a, g in zip(acc, grads))  # noqa: B905 (graph syntax has no strict=)
 
         clip = float(t["grad_clip"])
 
-        def update(grads: tuple, inv_scale: Tensor, lr: Tensor) -> Any:
-            """Reduce across dp ranks, unscale, check finiteness, clip, and apply only when finite."""
+        def update(grads: tuple, inv_scale: Tensor, lr: Tensor, max_norm: Tensor) -> Any:
+            """Reduce across ranks (pretrain/parallel.py), unscale, check finiteness, take the global
+            norm, clip, and apply only when finite and not above ``max_norm`` (a gradient spike
+            under policy skip/stop; +inf otherwise). Returns (finite, norm)."""
             if reducer is not None:
                 grads = reducer(grads)
             grads = tuple(g * inv_scale for g in grads)
             finite = amp.all_finite(grads)
-            norm = ops.sqrt(sum((g * g).sum() for g in grads))
-            if finite:
+            norm = global_norm(grads).reshape(())
+            if ops.logical_and(finite, norm <= max_norm):
                 coef = ops.minimum(clip / (norm + 1e-6), 1.0) if clip > 0 else ops.ones_like(norm)
                 # the learning rate goes in as an input: set_data on opt.learning_rate from Python
                 # does not reach an already compiled graph (it keeps the first value)
@@ -224,20 +276,22 @@ class Trainer:
         def single_step(
             ids: Tensor,
             labels: Tensor,
-            mask: Tensor,
+            weights: Tensor,
             pos: Tensor,
             seg: Tensor,
-            coef: Tensor,
             inv_scale: Tensor,
             lr: Tensor,
+            max_norm: Tensor,
         ) -> Any:
-            """A step without accumulation, in one graph: (nll sum, finite, grad norm)."""
-            (_, nll_sum), grads = grad_fn(ids, labels, mask, pos, seg, coef)
-            finite, norm = update(grads, inv_scale, lr)
-            return nll_sum, finite, norm
+            """A step in one graph (no accumulation outside it): (scaled loss, finite, grad norm)."""
+            loss, grads = grad_fn(ids, labels, weights, pos, seg)
+            finite, norm = update(grads, inv_scale, lr, max_norm)
+            return loss, finite, norm
+
+        eval_cell = self.eval_cell
 
         def evaluate(ids: Tensor, labels: Tensor, mask: Tensor, pos: Tensor, seg: Tensor) -> Any:
-            return net(ids, labels, mask, pos, seg)
+            return eval_cell(ids, labels, mask, pos, seg)
 
         wrap = (lambda f: f) if t["mode"] == "pynative" else ms.jit
         self._micro, self._accumulate, self._update = wrap(micro), wrap(accumulate), wrap(update)
@@ -245,57 +299,198 @@ class Trainer:
         self._Tensor = Tensor
         self._mutable = ms.mutable if t["mode"] != "pynative" else (lambda x: x)
 
-    def _init_from(self, path: str) -> None:
+    # ---------------------------------------------------------------- continued pretraining
+    def _open_init_from(self, path: str) -> int | None:
+        """Classify model.init_from (Hugging Face directory or MindSpore .ckpt), read a .ckpt now;
+        return the checkpoint's embedding rows (None if unknown). Failures: ConfigError, one line."""
         import mindspore as ms
 
-        params = ms.load_checkpoint(str(path))
-        not_loaded, unused = ms.load_param_into_net(self.net, params)
-        if not_loaded:
+        try:
+            self.init_source = src = open_init_source(path)
+        except CheckError as e:
+            raise ConfigError(str(e)) from None
+        if src.kind == "hf":
+            return src.vocab_rows
+        try:
+            params = ms.load_checkpoint(str(src.path))
+        except Exception as e:  # MindSpore raises RuntimeError/ValueError with multi-line texts
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ConfigError(
-                f"model.init_from {path}: {len(not_loaded)} model parameters are not in the checkpoint "
-                f"(e.g. {not_loaded[:3]}); refusing to train with silently re-initialised layers"
+                f"model.init_from {src.path}: cannot read the MindSpore checkpoint ({first})"
+            ) from None
+        self._init_params = {n: p.asnumpy() for n, p in params.items()}
+        embed = self._init_params.get("model.embed_tokens.weight")
+        return int(embed.shape[0]) if embed is not None else src.vocab_rows
+
+    def _check_init_source(self) -> None:
+        """config.json against the training config, and the tokenizer beside the checkpoint against
+        the manifest's (pretrain/hf_checks.py); ConfigError (one line) on a mismatch."""
+        from dataprep.formats.manifest import load_manifest
+
+        src = self.init_source
+        try:
+            if src.hf_config is not None:
+                for text in check_config(
+                    src.hf_config, self.cfg["model"], self.allow_config_mismatch, src.path
+                ):
+                    self.log(f"init_from: training with the config's value although {text} (allowed)")
+            else:
+                self.log(f"init_from: no config.json beside {src.path}: model fields not compared")
+            names = (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json", "config.json")
+            if any((src.checkpoint_dir / n).is_file() for n in names):
+                _, manifest = load_manifest(self.data)
+                for note in check_tokenizer(
+                    src.checkpoint_dir, manifest.get("tokenizer") or {}, self.split.out
+                ):
+                    self.log(f"init_from: {note}")
+            else:
+                self.log(f"init_from: no tokenizer files beside {src.path}: vocabulary not compared")
+        except CheckError as e:
+            raise ConfigError(str(e)) from None
+
+    def _init_from(self) -> None:
+        """Load the init_from weights into the model: every model parameter must come from the
+        checkpoint with the model's shape, except embedding/lm_head rows added for a larger
+        vocabulary (initialised with the mean of the old rows, as convert_hf.py does)."""
+        import mindspore as ms
+
+        from pretrain.convert_hf import VOCAB_ROWS, ConversionError, read_safetensors
+
+        src = self.init_source
+        if src.kind == "hf":
+            try:
+                params = read_safetensors(src.path)
+            except ConversionError as e:
+                raise ConfigError(f"model.init_from {src.path}: {e}") from None
+            except Exception as e:  # safetensors raises its own errors on damaged files
+                raise ConfigError(
+                    f"model.init_from {src.path}: cannot read the safetensors files ({e})"
+                ) from None
+            params = {n: v for n, v in params.items() if not n.endswith("rotary_emb.inv_freq")}
+        else:
+            params = dict(self._init_params or {})
+        tied_in_checkpoint = "lm_head.weight" not in params
+        if self.net.lm_head is not None and tied_in_checkpoint and "model.embed_tokens.weight" in params:
+            params["lm_head.weight"] = params["model.embed_tokens.weight"].copy()  # tied -> untied
+            self.log("init_from: the checkpoint ties lm_head to the embedding: lm_head starts as a copy")
+        model_shapes = {p.name: tuple(p.shape) for p in self.net.get_parameters()}
+        missing = [n for n in model_shapes if n not in params]
+        if missing:
+            raise ConfigError(
+                f"model.init_from {src.path}: {len(missing)} model parameters are not in the checkpoint "
+                f"(e.g. {missing[:3]}); refusing to train with silently re-initialised layers"
             )
-        self.log(f"init_from: loaded {len(params) - len(unused)} parameters from {path}")
+        extended, wrong = [], []
+        for name, want in model_shapes.items():
+            value = np.asarray(params[name], dtype=np.float32)
+            if (
+                value.shape != want
+                and name in VOCAB_ROWS
+                and value.shape[1:] == want[1:]
+                and value.shape[0] < want[0]
+            ):
+                extra = np.repeat(value.mean(axis=0, keepdims=True), want[0] - value.shape[0], axis=0)
+                value = np.concatenate([value, extra])
+                extended.append(name)
+            elif value.shape != want:
+                wrong.append(f"{name} {value.shape} vs the model's {want}")
+            params[name] = value
+        if wrong:
+            raise ConfigError(
+                f"model.init_from {src.path}: {len(wrong)} tensors have other shapes than the model "
+                f"({'; '.join(wrong[:3])}): the training config's model section does not describe this "
+                "checkpoint"
+            )
+        if extended:
+            self.log(f"init_from: vocabulary rows added (mean of the old rows) to {', '.join(extended)}")
+        ms.load_param_into_net(
+            self.net, {n: ms.Parameter(ms.Tensor(params[n]), name=n) for n in model_shapes}
+        )
+        unused = sorted(set(params) - set(model_shapes))
+        self.log(
+            f"init_from: loaded {len(model_shapes)} parameters from {src.path}"
+            + (f" ({len(unused)} checkpoint tensors unused, e.g. {unused[:2]})" if unused else "")
+        )
+
+    # ---------------------------------------------------------------- collectives
+    def _all_ranks(self, values: list[float] | np.ndarray) -> np.ndarray:
+        """Every rank's ``values`` (same length everywhere): float64 [world, n], row r = rank r's.
+        A collective: every rank must call it at the same point."""
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        if self._allreduce is None:
+            return values[None, :]
+        table = np.zeros((self.world, len(values)), np.float32)
+        table[self.rank] = values
+        return self._allreduce(self._Tensor(table)).asnumpy().astype(np.float64)
+
+    def _sum_over_ranks(self, values: list[float]) -> np.ndarray:
+        """Element-wise sum of ``values`` over all ranks (float64 [n]); a collective."""
+        return self._all_ranks(values).sum(axis=0)
 
     # ---------------------------------------------------------------- steps
-    def _tensors(self, f: dict[str, np.ndarray]) -> list[Any]:
-        return [self._Tensor(f[k]) for k in FEATURES]
+    def _inputs(self, f: dict[str, np.ndarray], weight: float) -> list[Any]:
+        """Tensors of one micro-batch with the loss mask turned into loss weights."""
+        w = (f["loss_mask"] * np.float32(weight)).astype(np.float32)
+        arrays = [f["input_ids"], f["labels"], w, f["position_ids"], f["segment_ids"]]
+        return [self._Tensor(np.ascontiguousarray(a)) for a in arrays]
 
     def train_step(self, micro_batches: list[dict[str, np.ndarray]]) -> dict[str, Any]:
-        """One optimizer step over the given micro-batches; returns loss, grad norm, skipped flag."""
-        tokens = float(sum(f["loss_mask"].sum() for f in micro_batches))
-        coef = self._Tensor(np.float32(self.loss_scale.value / max(tokens, 1.0)))
-        inv_scale = self._Tensor(np.float32(1.0 / self.loss_scale.value))
+        """One optimizer step over this rank's micro-batches of a global batch. Returns the loss
+        (global token mean), grad norm, loss tokens of the global batch, whether the update was
+        applied (``skipped``, ``skip_reason``: overflow / grad_norm_spike), ``spike`` and ``stop``
+        (some rank was asked to stop: every rank sees the same value). Collective under msrun."""
+        local_tokens = float(sum(f["loss_mask"].sum() for f in micro_batches))
+        # ranks of one replica (tp/pp) hold the same rows: divide them out of the world sum
+        tokens = float(self._sum_over_ranks([local_tokens])[0]) / (self.layout.tp * self.layout.pp)
+        scale = self.loss_scale.value
+        weight = scale / max(tokens, 1.0)
+        threshold = self.spike.threshold()
+        blocking = threshold is not None and self.spike.blocks_update()
+        max_norm = self._Tensor(np.float32(threshold if blocking else np.inf))
+        inv_scale = self._Tensor(np.float32(1.0 / scale))
         lr = self.schedule.at(self.updates)
         lr_t = self._Tensor(np.float32(lr))
+        if self.plan.pp > 1:  # one tensor of all micro-batches: PipelineCell cuts it in the graph
+            joined = {k: np.concatenate([f[k] for f in micro_batches]) for k in FEATURES}
+            micro_batches = [joined]
         if len(micro_batches) == 1:
-            nll, finite_t, norm_t = self._single_step(*self._tensors(micro_batches[0]), coef, inv_scale, lr_t)
-            nll_total = float(nll.asnumpy())
+            loss_t, finite_t, norm_t = self._single_step(
+                *self._inputs(micro_batches[0], weight), inv_scale, lr_t, max_norm
+            )
+            local_loss = float(loss_t.asnumpy())
         else:
             acc = None
-            nll_total = 0.0
+            local_loss = 0.0
             for f in micro_batches:
-                nll, grads = self._micro(*self._tensors(f), coef)
+                loss_t, grads = self._micro(*self._inputs(f, weight))
                 acc = grads if acc is None else self._accumulate(self._mutable(acc), self._mutable(grads))
-                nll_total += float(nll.asnumpy())
-            finite_t, norm_t = self._update(self._mutable(acc), inv_scale, lr_t)
+                local_loss += float(loss_t.asnumpy())
+            finite_t, norm_t = self._update(self._mutable(acc), inv_scale, lr_t, max_norm)
         finite, norm = bool(finite_t.asnumpy()), float(norm_t.asnumpy())
-        if self._allreduce is not None:
-            both = self._allreduce(self._Tensor(np.array([nll_total, tokens], np.float32))).asnumpy()
-            nll_total, tokens = float(both[0]), float(both[1])
-        loss = nll_total / max(tokens, 1.0)
-        scale_used = self.loss_scale.value
-        skipped = not finite
-        if finite:
+        if self.plan.mode == SEMI_AUTO:  # the graph's loss is the global view's already
+            stop = bool(self._sum_over_ranks([float(self.stop_requested)])[0] > 0)
+            loss_sum = local_loss
+        else:
+            both = self._sum_over_ranks([local_loss, float(self.stop_requested)])
+            loss_sum, stop = float(both[0]), bool(both[1] > 0)
+        loss = loss_sum / scale
+        spike = finite and threshold is not None and norm > threshold
+        applied = finite and not (spike and blocking)
+        if applied:
             self.updates += 1
+            self.spike.record(norm)
         self.loss_scale.update(finite)
         return {
             "loss": loss,
             "grad_norm": norm if finite else None,
             "lr": lr,
-            "loss_scale": scale_used,
-            "skipped": skipped,
+            "loss_scale": scale,
+            "skipped": not applied,
+            "skip_reason": None if applied else ("overflow" if not finite else "grad_norm_spike"),
+            "spike": spike,
+            "spike_threshold": threshold,
             "tokens": tokens,
+            "stop": stop,
         }
 
     def evaluate(self) -> dict[str, float] | None:
@@ -305,96 +500,272 @@ class Trainer:
         if not hasattr(self, "_eval_source"):
             self._eval_source = RowSource(self.eval_split, self.layout.dp, self.dp_rank, 0, shuffle=False)
         src = self._eval_source
-        n_batches = min(e["max_batches"], src.rows_per_rank // t["batch_size"])
+        eval_batch = self.layout.dp * t["batch_size"]
+        n_batches = min(e["max_batches"], src.steps_per_epoch(eval_batch))
         if n_batches == 0:
             return None
         nll = tokens = 0.0
-        for raw in src.batches(0, t["batch_size"], 0, n_batches):
-            f = row_features(
-                raw["input_ids"], raw.get("actual_seq_len"), raw.get("loss_mask"), self.eos_id, self.pad_id
-            )
-            s, n = self._eval(*self._tensors(f))
+        for raw in src.step_batches(0, 0, n_batches, eval_batch, t["batch_size"]):
+            f = self._features(raw)
+            s, n = self._eval(*[self._Tensor(f[k]) for k in FEATURES])
             nll += float(s.asnumpy())
             tokens += float(n.asnumpy())
-        if self._allreduce is not None:
-            both = self._allreduce(self._Tensor(np.array([nll, tokens], np.float32))).asnumpy()
-            nll, tokens = float(both[0]), float(both[1])
+        if self.plan.mode != SEMI_AUTO:
+            nll, tokens = (float(v) for v in self._sum_over_ranks([nll, tokens]))
         loss = nll / max(tokens, 1.0)
         return {"eval_loss": loss, "eval_ppl": math.exp(min(loss, 50.0)), "eval_tokens": tokens}
 
+    def _features(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+        return row_features(
+            raw["input_ids"],
+            raw.get("actual_seq_len"),
+            raw.get("loss_mask"),
+            self.eos_id,
+            self.pad_id,
+            bool(self.cfg["train"]["mask_cross_document_label"]),
+        )
+
     # ---------------------------------------------------------------- checkpoints
+    def ckpt_base(self) -> Path:
+        return Path(self.cfg["checkpoint"]["dir"] or self.output / "checkpoints")
+
     def ckpt_root(self) -> Path:
-        base = self.cfg["checkpoint"]["dir"] or self.output / "checkpoints"
-        return ckpt.rank_dir(base, self.rank)
+        return ckpt.rank_dir(self.ckpt_base(), self.rank)
 
     def save(self, step: int) -> Path:
+        """Write this rank's checkpoint of ``step``; once every rank has written it, prune old ones."""
         epoch, in_epoch = self.loader_position(step)
         state = {
             "updates": self.updates,
             "loss_scale": self.loss_scale.state(),
-            "samples_consumed": step * self.rows_per_step * self.layout.dp,
+            "samples_consumed": step * self.global_batch,
+            "global_batch": self.global_batch,
+            "tokens_seen": self.tokens_seen,
+            "grad_norm_history": self.spike.state(),
             "epoch": epoch,
             "step_in_epoch": in_epoch,
             "trajectory_hash": self.hash,
             "config": self.cfg,
             "rank": self.rank,
             "layout": [self.layout.world, self.layout.tp, self.layout.pp],
+            "optimizer_shard": self.plan.optimizer_shard,
         }
-        path = ckpt.save(self.ckpt_root(), step, self.opt, state, int(self.cfg["checkpoint"]["keep_last"]))
+        path = ckpt.save(self.ckpt_root(), step, self.opt, state)
+        self._all_ranks([step])  # a barrier: older checkpoints go only once every rank has this one
+        ckpt.prune(self.ckpt_root(), int(self.cfg["checkpoint"]["keep_last"]))
         self.log(f"checkpoint: step {step} -> {path}")
         return path
 
+    def _resume_root(self, base: Path) -> Path:
+        """This rank's checkpoint directory under ``base``; a rank that has none (the data-parallel
+        size grew since) reads rank 0's: under pure data parallelism every replica holds the whole
+        state."""
+        own = ckpt.rank_dir(base, self.rank)
+        if own.is_dir() or self.layout.tp * self.layout.pp > 1:
+            return own
+        return ckpt.rank_dir(base, 0)
+
+    def _agree_on_checkpoint(self, root: Path) -> Path | None:
+        """The newest step whose checkpoint is complete (state.json + matching sha256) on every
+        rank, or None when no rank has any. Collective; logs which rank lacked which newer step.
+        Raises CheckpointError when ranks have checkpoints but no step in common."""
+        present = {ckpt.step_of(p): p for p in ckpt.list_checkpoints(root, validate=False)}
+        mine = sorted(present)[-MAX_AGREED_STEPS:]
+        table = self._all_ranks(mine + [-1] * (MAX_AGREED_STEPS - len(mine))).astype(np.int64)
+        per_rank = [sorted(int(s) for s in row if s >= 0) for row in table]
+        candidates = sorted(set.intersection(*(set(r) for r in per_rank)), reverse=True)
+        lacking: dict[int, list[int]] = {r: [] for r in range(len(per_rank))}
+        chosen = None
+        for step in candidates:
+            try:
+                ckpt.read_state(present[step])
+                ok = True
+            except ckpt.CheckpointError as e:
+                self.log(f"skipping checkpoint: {e}")
+                ok = False
+            oks = self._all_ranks([float(ok)])[:, 0]
+            if oks.all():
+                chosen = step
+                break
+            for r in np.flatnonzero(oks == 0):
+                lacking[int(r)].append(step)
+        newest_anywhere = max((s for r in per_rank for s in r), default=None)
+        if newest_anywhere is None:
+            return None
+        floor = -1 if chosen is None else chosen
+        for r, steps in enumerate(per_rank):
+            missing = [s for s in {s for row in per_rank for s in row} if s > floor and s not in steps]
+            lacking[r] = sorted(set(lacking[r]) | set(missing), reverse=True)
+        gaps = [
+            f"rank {r} lacks a complete checkpoint of step {', '.join(map(str, s))}"
+            for r, s in lacking.items()
+            if s
+        ]
+        if chosen is None:
+            have = "; ".join(f"rank {r} has steps {steps or 'none'}" for r, steps in enumerate(per_rank))
+            raise ckpt.CheckpointError(
+                f"no step has a complete checkpoint on every rank under {root.parent} ({have}): restore the "
+                "missing files, resume from an explicit --resume PATH, or start a new --output"
+            )
+        if gaps:
+            self.log(f"resume: {'; '.join(gaps)}; all {self.world} ranks resume from step {chosen}")
+        return present[chosen]
+
     def resume(self, spec: str) -> int:
-        """Restore from ``auto`` (newest valid checkpoint, or a fresh start) or a path; returns the step."""
+        """Restore from ``auto`` (the newest step complete on every rank, or a fresh start), a
+        checkpoint root / rank directory (same agreement there) or one step directory; returns
+        the step. Every rank ends at the same step or the call raises."""
         if spec == "auto":
-            path = ckpt.find_resume(self.ckpt_root(), self.log)
+            path = self._agree_on_checkpoint(self._resume_root(self.ckpt_base()))
             if path is None:
                 self.log(f"resume: no valid checkpoint in {self.ckpt_root()}, starting from step 0")
                 return 0
         else:
-            path = Path(spec)
-            if not (path / ckpt.STATE_FILE).exists() and (path / f"rank_{self.rank}").is_dir():
-                path = path / f"rank_{self.rank}"
-            if not (path / ckpt.STATE_FILE).exists():
-                found = ckpt.find_resume(path, self.log)
+            given = Path(spec)
+            if (given / ckpt.STATE_FILE).exists():
+                path = given
+            else:
+                root = self._resume_root(given) if (given / "rank_0").is_dir() else given
+                found = self._agree_on_checkpoint(root)
                 if found is None:
                     raise ckpt.CheckpointError(f"no valid checkpoint at {spec}")
                 path = found
         state = ckpt.read_state(path)
+        step = self._check_resumable(state, path)
+        steps = self._all_ranks([step])[:, 0]
+        if len(set(steps.tolist())) > 1:
+            raise ckpt.CheckpointError(
+                f"--resume {spec}: ranks would resume from different steps {steps.astype(int).tolist()}; "
+                "give a checkpoint root (all ranks agree on a step there) or --resume auto"
+            )
+        ckpt.load_into(path, [self.opt])
+        self.updates = int(state["updates"])
+        self.loss_scale.load(state["loss_scale"])
+        self.spike.load(state.get("grad_norm_history", []))
+        self.tokens_seen = float(state.get("tokens_seen", 0.0))
+        self.log(f"resume: step {step} from {path} (samples consumed {state['samples_consumed']})")
+        return step
+
+    def _check_resumable(self, state: dict[str, Any], path: Path) -> int:
+        """Refuse a checkpoint this run cannot continue; return its step (from the samples consumed)."""
+        saved_cfg = state.get("config", {})
+        saved_batch = int(state.get("global_batch") or global_batch(saved_cfg))
+        if saved_batch != self.global_batch:
+            old = saved_cfg.get("parallel", {}).get("data_parallel", "?"), saved_cfg.get("train", {})
+            raise ConfigError(
+                f"checkpoint {path} was trained with a global batch of {saved_batch} rows (data_parallel "
+                f"{old[0]} x batch_size {old[1].get('batch_size', '?')} x micro-batches), this run has "
+                f"{self.global_batch}: the layout may change on resume, the global batch may not (keep "
+                "data_parallel x batch_size x grad_accumulation_steps equal)"
+            )
+        world, tp, pp = state.get("layout", [self.world, 1, 1])
+        if (tp, pp) != (self.layout.tp, self.layout.pp) or bool(state.get("optimizer_shard")) != bool(
+            self.plan.optimizer_shard
+        ):
+            raise ConfigError(
+                f"checkpoint {path} was written with tensor_parallel {tp}, pipeline_stages {pp}, "
+                f"optimizer_shard {bool(state.get('optimizer_shard'))}; this run has {self.layout.tp}, "
+                f"{self.layout.pp}, {self.plan.optimizer_shard}: those checkpoints are sliced per rank and "
+                "this loop does not re-slice them (mindspore.parallel.transform_checkpoints would); keep "
+                "them or start anew"
+            )
         if state["trajectory_hash"] != self.hash:
-            changes = diff_keys(state.get("config", {}), self.cfg)
+            changes = diff_keys(saved_cfg, self.cfg)
             raise ConfigError(
                 f"checkpoint {path} belongs to a different run (config or data changed): "
                 + ("; ".join(changes[:8]) or "the data files differ")
                 + ". Resume with the original config and data, or start a new output directory."
             )
-        ckpt.load_into(path, [self.opt])
-        self.updates = int(state["updates"])
-        self.loss_scale.load(state["loss_scale"])
-        self.log(f"resume: step {state['step']} from {path} (samples consumed {state['samples_consumed']})")
-        return int(state["step"])
+        step, rest = divmod(int(state["samples_consumed"]), self.global_batch)
+        if rest or step != int(state["step"]):
+            raise ckpt.CheckpointError(
+                f"{path}: samples consumed {state['samples_consumed']} do not make whole global batches of "
+                f"{self.global_batch} ending at step {state['step']}"
+            )
+        if world != self.world:
+            self.log(f"resume: world {world} -> {self.world} ranks, same global batch {self.global_batch}")
+        return step
 
     def loader_position(self, step: int) -> tuple[int, int]:
-        spe = self.source.rows_per_rank // self.rows_per_step
+        spe = self.source.steps_per_epoch(self.global_batch)
         return divmod(step, spe) if spe else (0, step)
 
     @property
     def rows_per_step(self) -> int:
-        t = self.cfg["train"]
-        return t["batch_size"] * t["grad_accumulation_steps"]
+        """Rows this data-parallel rank reads per step."""
+        return self.cfg["train"]["batch_size"] * self.micro_per_step
+
+    # ---------------------------------------------------------------- output directory
+    def _claim_output(self, metrics_path: Path, resume: str | None, overwrite: bool) -> None:
+        """Refuse to start over an earlier run's checkpoints or metrics unless resuming or told to
+        overwrite (then delete them, saying so). Collective: all ranks refuse together."""
+        root = self.ckpt_root()
+        found = []
+        steps = [p.name for p in ckpt.list_checkpoints(root, validate=False)]
+        if steps:
+            found.append(f"checkpoints in {root} ({', '.join(steps[-3:])})")
+        if metrics_path.exists() and metrics_path.stat().st_size:
+            n = sum(1 for ln in metrics_path.read_text(encoding="utf-8").splitlines() if ln.strip())
+            found.append(f"{metrics_path} ({n} records)")
+        anywhere = self._sum_over_ranks([float(bool(found))])[0] > 0
+        if resume or not anywhere:
+            return
+        if overwrite:
+            for what in (root, metrics_path, _dropped_path(metrics_path)):
+                if what.is_dir():
+                    shutil.rmtree(what)
+                    self.log(f"--overwrite: deleted {what}")
+                elif what.exists():
+                    what.unlink()
+                    self.log(f"--overwrite: deleted {what}")
+            return
+        raise ConfigError(
+            f"--output {self.output} already holds a run ({'; '.join(found) or 'on another rank'}): continue "
+            "it with --resume auto, or start over with --overwrite (deletes them) or a new --output"
+        )
+
+    def _truncate_metrics(self, path: Path, step: int) -> None:
+        """Keep the records up to ``step``; those after it (from a run that went further than the
+        checkpoint resumed) move to <name>.dropped.jsonl, never silently lost."""
+        if not path.exists():
+            return
+        keep, drop = [], []
+        for ln in path.read_text(encoding="utf-8").splitlines():
+            if ln.strip():
+                (keep if json.loads(ln)["step"] <= step else drop).append(ln)
+        if not drop:
+            return
+        with open(_dropped_path(path), "a", encoding="utf-8") as f:
+            f.write("".join(d + "\n" for d in drop))
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
+        os.replace(tmp, path)
+        self.log(
+            f"metrics: {len(drop)} records after step {step} (the run went past its last checkpoint) "
+            f"moved to {_dropped_path(path)}"
+        )
 
     # ---------------------------------------------------------------- loop
-    def fit(self, resume: str | None = None, stop_at: int | None = None) -> list[dict[str, Any]]:
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.stop_requested = True
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+
+    def fit(
+        self, resume: str | None = None, stop_at: int | None = None, overwrite: bool = False
+    ) -> list[dict[str, Any]]:
         """Train to ``train.steps`` (or stop after step ``stop_at``, checkpointing there; the LR
-        schedule still spans train.steps); returns this run's step records."""
-        t, c = self.cfg["train"], self.cfg["checkpoint"]
+        schedule still spans train.steps); returns this run's step records. Refuses an output
+        directory that holds an earlier run unless ``resume`` or ``overwrite``. On SIGTERM: stops
+        after the current step with a checkpoint and returns normally."""
+        t, c, mon = self.cfg["train"], self.cfg["checkpoint"], self.cfg["monitor"]
         end = min(stop_at or t["steps"], t["steps"])
-        self.updates = 0
-        start = self.resume(resume) if resume else 0
+        self.updates, self.tokens_seen, self.stop_requested = 0, 0.0, False
         main = self.rank == 0
         self.output.mkdir(parents=True, exist_ok=True)
         metrics_path = self.output / ("metrics.jsonl" if main else f"metrics.rank{self.rank}.jsonl")
-        _truncate_metrics(metrics_path, start)
+        self._claim_output(metrics_path, resume, overwrite)
+        start = self.resume(resume) if resume else 0
+        self._truncate_metrics(metrics_path, start)
         if main and start == 0:
             (self.output / "config.resolved.json").write_text(
                 json.dumps(self.cfg, indent=1), encoding="utf-8"
@@ -405,24 +776,33 @@ class Trainer:
         loader = StepLoader(
             self.source,
             t["batch_size"],
-            t["grad_accumulation_steps"],
+            self.micro_per_step,
             self.eos_id,
             self.pad_id,
             start,
             end,
             prefetch=t["prefetch"],
+            mask_cross_document_label=bool(t["mask_cross_document_label"]),
         )
+        previous_handler = None
+        if threading.current_thread() is threading.main_thread():
+            previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
         self.log(
             f"train: rank {self.rank} (dp_rank {self.dp_rank} of {self.layout.dp}), {self.split.format} "
             f"split {self.split.split!r}: {self.source.total_rows} rows, "
             f"{loader.steps_per_epoch} steps per epoch, "
-            f"global batch {self.rows_per_step * self.layout.dp} rows x {self.model_cfg.seq_length} tokens; "
-            f"{sum(p.size for p in self.params):,} parameters; steps {start + 1}..{end} of {t['steps']}"
+            f"global batch {self.global_batch} rows x {self.model_cfg.seq_length} tokens; "
+            f"{sum(p.size for p in self.params):,} parameters, {self.flops_per_token:.3g} FLOPs per token; "
+            f"steps {start + 1}..{end} of {t['steps']}"
         )
         records: list[dict[str, Any]] = []
-        norms: deque[float | None] = deque(maxlen=5)
+        norms: list[float | None] = []
         overflows = 0
-        seq = self.model_cfg.seq_length
+        positions = self.global_batch * self.model_cfg.seq_length
+        alarm = float(mon["data_wait_alarm"])
+        peak = mon["peak_flops"]
+        last_saved = start
+        stopped_at = None
         t_prev = time.perf_counter()
         wait_prev = 0.0
         try:
@@ -434,30 +814,50 @@ class Trainer:
                     dt = now - t_prev
                     wait = loader.wait_seconds - wait_prev
                     t_prev, wait_prev = now, loader.wait_seconds
-                    norms.append(r["grad_norm"])
+                    norms = [*norms[-4:], r["grad_norm"]]
+                    self.tokens_seen += r["tokens"]
+                    first = step == start + 1  # includes graph compilation: not a throughput sample
                     epoch, _ = loader.position(step_index)
-                    rec = {
+                    share = wait / dt if dt > 0 else 0.0
+                    rec: dict[str, Any] = {
                         "step": step,
                         "loss": r["loss"],
                         "lr": r["lr"],
                         "grad_norm": r["grad_norm"],
+                        "grad_norm_median": self.spike.median(),
+                        "grad_norm_spike": r["spike"],
                         "loss_scale": r["loss_scale"],
                         "skipped": r["skipped"],
+                        "skip_reason": r["skip_reason"],
                         "step_time": dt,
-                        "tokens_per_s": self.rows_per_step * self.layout.dp * seq / dt,
-                        "data_wait_share": wait / dt if dt > 0 else 0.0,
+                        "data_wait_share": share,
+                        "data_wait_alarm": (not first) and share > alarm,
+                        "tokens": r["tokens"],
+                        "tokens_seen": self.tokens_seen,
+                        "tokens_per_s": None if first else r["tokens"] / dt,
+                        "total_tokens_per_s": None if first else positions / dt,
+                        "model_flops_per_s": None if first else self.flops_per_token * positions / dt,
+                        "peak_rss_mb": peak_rss_mb(),
                         "epoch": epoch,
-                        "samples": step * self.rows_per_step * self.layout.dp,
+                        "samples": step * self.global_batch,
                     }
+                    if peak:
+                        rec["mfu"] = None if first else rec["model_flops_per_s"] / (float(peak) * self.world)
+                    device_mb = device_peak_mb(self.device)
+                    if device_mb is not None:
+                        rec["device_peak_mb"] = device_mb
+                    if first:
+                        rec["first_step_s"] = dt
                     nonfinite = not math.isfinite(r["loss"])
-                    if (nonfinite or r["skipped"]) and not self.loss_scale.enabled:
+                    overflow = r["skip_reason"] == "overflow"
+                    if (nonfinite or overflow) and not self.loss_scale.enabled:
                         what = f"loss is {r['loss']}" if nonfinite else "gradients are not finite"
                         raise TrainingError(
-                            f"step {step}: {what}; last grad norms {list(norms)}. "
+                            f"step {step}: {what}; last grad norms {norms}. "
                             "Check the data (ids < vocab_size?), lower lr_schedule.learning_rate, or run "
                             "with train.amp_level O0 to rule out float16 overflow."
                         )
-                    if r["skipped"]:
+                    if overflow:
                         overflows += 1
                         self.log(
                             f"step {step}: gradient overflow at loss scale {r['loss_scale']:g}, "
@@ -466,23 +866,21 @@ class Trainer:
                         if overflows > t["loss_scale"]["max_consecutive_overflows"]:
                             raise TrainingError(
                                 f"step {step}: {overflows} consecutive overflow steps (loss scale "
-                                f"{self.loss_scale.value:g}); last grad norms {list(norms)}; the run diverged"
+                                f"{self.loss_scale.value:g}); last grad norms {norms}; the run diverged"
                             )
                     else:
                         overflows = 0
                     records.append(rec)
                     mf.write(json.dumps(rec) + "\n")
                     mf.flush()
-                    if step % t["log_interval"] == 0 or step == end:
-                        gn = "skip" if r["grad_norm"] is None else f"{r['grad_norm']:.3f}"
-                        recent = [x["loss"] for x in records[-t["log_interval"] :]]
-                        avg = f" (mean {sum(recent) / len(recent):.4f})" if len(recent) > 1 else ""
+                    if r["spike"]:
+                        self._report_spike(step, r)
+                    if first:
                         self.log(
-                            f"step {step:>6} | loss {r['loss']:.4f}{avg} | lr {r['lr']:.3e} | "
-                            f"grad_norm {gn} | {rec['tokens_per_s']:,.0f} tok/s | "
-                            f"data wait {100 * rec['data_wait_share']:.1f}%"
-                            + (f" | scale {r['loss_scale']:g}" if self.loss_scale.enabled else "")
+                            f"step {step}: {dt:.2f} s including graph compilation (left out of throughput)"
                         )
+                    if step % t["log_interval"] == 0 or step == end:
+                        self._log_step(step, r, rec, records[-t["log_interval"] :], alarm)
                     e = self.cfg["eval"]
                     if e["interval"] and (step % e["interval"] == 0 or step == end):
                         ev = self.evaluate()
@@ -497,21 +895,102 @@ class Trainer:
                         t_prev = time.perf_counter()
                     if (c["save_interval"] and step % c["save_interval"] == 0) or step == end:
                         self.save(step)
+                        last_saved = step
                         t_prev = time.perf_counter()
+                    if r["stop"]:
+                        stopped_at = step
+                        break
         finally:
             loader.close()
+            if previous_handler is not None:
+                signal.signal(signal.SIGTERM, previous_handler)
+        if stopped_at is not None:
+            if last_saved != stopped_at:
+                self.save(stopped_at)
+            self.log(
+                f"SIGTERM: stopped after step {stopped_at} with a checkpoint (every rank at the same step); "
+                "continue with --resume auto"
+            )
+        self._log_summary(records, alarm, peak)
         if main:
             plot_metrics(metrics_path, self.output / "loss.png")
         return records
+
+    def _report_spike(self, step: int, r: dict[str, Any]) -> None:
+        s = self.spike
+        what = (
+            f"step {step}: gradient norm {r['grad_norm']:.4g} > {s.factor:g} x the median of the last "
+            f"{len(s.history)} applied steps (threshold {r['spike_threshold']:.4g}, "
+            "monitor.grad_norm_spike)"
+        )
+        if s.policy == "stop":
+            raise TrainingError(
+                what
+                + "; policy stop: the update was not applied and the run stops. Inspect the batch of this "
+                "step, lower the learning rate, then resume from the last checkpoint"
+            )
+        if s.policy == "skip":
+            self.log(what + "; policy skip: update not applied, the batch is consumed")
+        else:
+            self.log(what + "; policy warn: update applied")
+
+    def _log_step(
+        self, step: int, r: dict[str, Any], rec: dict[str, Any], window: list[dict[str, Any]], alarm: float
+    ) -> None:
+        gn = "skip" if r["grad_norm"] is None else f"{r['grad_norm']:.3f}"
+        recent = [x["loss"] for x in window]
+        avg = f" (mean {sum(recent) / len(recent):.4f})" if len(recent) > 1 else ""
+        rate = (
+            f"{rec['tokens_per_s']:,.0f} tok/s ({rec['total_tokens_per_s']:,.0f} with padding)"
+            if rec["tokens_per_s"] is not None
+            else "compiling"
+        )
+        self.log(
+            f"step {step:>6} | loss {r['loss']:.4f}{avg} | lr {r['lr']:.3e} | grad_norm {gn} | {rate} | "
+            f"data wait {100 * rec['data_wait_share']:.1f}%"
+            + (f" | scale {r['loss_scale']:g}" if self.loss_scale.enabled else "")
+        )
+        timed = [x for x in window if x["tokens_per_s"] is not None]
+        busy = sum(x["step_time"] for x in timed)
+        share = sum(x["data_wait_share"] * x["step_time"] for x in timed) / busy if busy else 0.0
+        if share > alarm:
+            self.log(
+                f"warning: waiting for data took {100 * share:.0f}% of step time over steps "
+                f"{timed[0]['step']}..{timed[-1]['step']} (alarm above {100 * alarm:.0f}%, "
+                "monitor.data_wait_alarm): the loader does not keep up; raise train.prefetch, check the "
+                "storage, or prefer .bin shards"
+            )
+
+    def _log_summary(self, records: list[dict[str, Any]], alarm: float, peak: Any) -> None:
+        timed = [x for x in records if x["tokens_per_s"] is not None]
+        if not timed:
+            return
+        busy = sum(x["step_time"] for x in timed)
+        tokens = sum(x["tokens"] for x in timed)
+        positions = self.global_batch * self.model_cfg.seq_length * len(timed)
+        flops = self.flops_per_token * positions / busy
+        share = sum(x["data_wait_share"] * x["step_time"] for x in timed) / busy
+        mfu = f", MFU {100 * flops / (float(peak) * self.world):.2f}%" if peak else ""
+        device = (
+            f", device peak {records[-1]['device_peak_mb']:,.0f} MB"
+            if "device_peak_mb" in records[-1]
+            else ""
+        )
+        self.log(
+            f"throughput over steps {timed[0]['step']}..{timed[-1]['step']}: "
+            f"{tokens / busy:,.0f} loss tokens/s, {positions / busy:,.0f} positions/s, "
+            f"{flops:.3g} model FLOP/s{mfu}; data wait "
+            f"{100 * share:.1f}% of step time{' (ALARM)' if share > alarm else ''}; peak RSS "
+            f"{records[-1]['peak_rss_mb']:,.0f} MB{device}"
+        )
 
     def overfit_check(self) -> tuple[bool, float, float]:
         """Train on one fixed tiny slice (overfit.rows rows) for overfit.steps steps; the check passes
         when the final loss is below overfit.max_loss. Returns (passed, first loss, last loss)."""
         o = self.cfg["overfit"]
-        raw = next(self.source.batches(0, o["rows"], 0, 1))
-        f = row_features(
-            raw["input_ids"], raw.get("actual_seq_len"), raw.get("loss_mask"), self.eos_id, self.pad_id
-        )
+        dp = self.layout.dp
+        idx = rank_rows(self.source.order(0), 0, o["rows"] * dp, dp, self.dp_rank)
+        f = self._features(next(self.source.read(idx, o["rows"])))
         self.updates = 0
         self.schedule = LRSchedule(
             "constant", self.schedule.learning_rate, 0.0, min(10, o["steps"] // 10), o["steps"]
@@ -529,19 +1008,8 @@ class Trainer:
         return bool(last < o["max_loss"]), first, last
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop records after ``step`` (from a run that went further than the checkpoint we resume)."""
-    if not path.exists():
-        return
-    if step == 0:
-        path.unlink()
-        return
-    keep = [
-        ln for ln in path.read_text(encoding="utf-8").splitlines() if ln and json.loads(ln)["step"] <= step
-    ]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
-    os.replace(tmp, path)
+def _dropped_path(metrics_path: Path) -> Path:
+    return metrics_path.with_name(metrics_path.stem + ".dropped.jsonl")
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

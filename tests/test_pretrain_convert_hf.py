@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -205,7 +206,7 @@ def test_partial_match_is_refused_with_counts(tmp_path: Path, capsys: pytest.Cap
 
 def test_training_config_mismatch_is_reported(tmp_path: Path) -> None:
     hf = write_hf(tmp_path / "hf", hf_weights(HF_CONFIG))
-    with pytest.raises(ConversionError, match=r"model.hidden_size: config 32, checkpoint 16"):
+    with pytest.raises(ConversionError, match=r"hidden_size: config.json 16, training config 32"):
         convert(
             hf, tmp_path / "m.ckpt", training_model={"hidden_size": 32, "num_layers": 2}, log=lambda m: None
         )
@@ -256,3 +257,208 @@ def test_training_starts_from_the_converted_weights_and_refuses_a_partial_checkp
     )
     with pytest.raises(ConfigError, match=r"1 model parameters are not in the checkpoint .*down_proj"):
         Trainer(cfg, data, tmp_path / "run2", log=lambda m: None)
+
+
+# ---------------------------------------------------------------- init_from checks against the shards
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # ids 0..3, as the synthetic shards' manifest has them
+VOCAB = SPECIALS + [f"w{i}" for i in range(4, 64)]
+MODEL = {
+    "hidden_size": 16,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 2,
+    "intermediate_size": 24,
+    "rms_norm_eps": 1e-6,
+}
+TOKENIZER_CONFIG = {"eos_token": "</s>", "bos_token": "<s>", "pad_token": "<pad>", "unk_token": "<unk>"}
+
+
+def word_tokenizer(path: Path, tokens: list[str]) -> Path:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Synthetic shards whose manifest names their tokenizer the way dataprep writes it."""
+    from dataprep.io import file_sha256
+    from pretrain.synthetic_data import write_dataset
+
+    out = write_dataset(tmp_path_factory.mktemp("shards"), rows=8, seq_length=16, vocab_size=64)
+    (out / "tokenizer").mkdir()
+    tok = word_tokenizer(out / "tokenizer" / "tokenizer.json", VOCAB)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["tokenizer"] = {
+        "file": "tokenizer/tokenizer.json",
+        "kind": "hf",
+        "sha256": file_sha256(tok),
+        "size": 64,
+        "vocab_size": 64,
+        **{f"{role}_token": SPECIALS[i] for i, role in enumerate(("pad", "bos", "eos", "unk"))},
+        **{f"{role}_id": i for i, role in enumerate(("pad", "bos", "eos", "unk"))},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def hf_checkpoint(
+    path: Path, tokens: list[str] = VOCAB, tokenizer_config: dict | None = None, **over: Any
+) -> Path:
+    cfg = {**HF_CONFIG, "vocab_size": len(tokens), "max_position_embeddings": 64, **over}
+    write_hf(path, hf_weights(cfg, seed=7), cfg)
+    word_tokenizer(path / "tokenizer.json", tokens)
+    (path / "tokenizer_config.json").write_text(json.dumps(tokenizer_config or TOKENIZER_CONFIG))
+    return path
+
+
+def trainer_from(
+    shards: Path, init_from: Path, out: Path, allow: tuple = (), **model: Any
+) -> tuple[Any, list[str]]:
+    from pretrain.config import load_config
+    from pretrain.trainer import Trainer
+
+    cfg = load_config(
+        None,
+        {
+            "model": {**MODEL, **model, "init_from": str(init_from)},
+            "train": {"mode": "pynative", "batch_size": 2},
+        },
+    )
+    lines: list[str] = []
+    return Trainer(cfg, shards, out, log=lines.append, allow_config_mismatch=allow), lines
+
+
+def run_main(
+    tmp: Path, shards: Path, init_from: Path, capsys: pytest.CaptureFixture, *extra: str
+) -> tuple[int, str]:
+    import yaml
+
+    from pretrain.run import main
+
+    cfg = tmp / f"c{len(list(tmp.iterdir()))}.yaml"
+    cfg.write_text(
+        yaml.safe_dump({"model": {**MODEL, "init_from": str(init_from)}, "train": {"mode": "pynative"}})
+    )
+    code = main(["--config", str(cfg), "--data", str(shards), "--output", str(tmp / "o"), *extra])
+    captured = capsys.readouterr()
+    return code, captured.err.strip()
+
+
+def test_init_from_a_hugging_face_directory_checks_its_tokenizer_and_loads(
+    tmp_path: Path, shards: Path
+) -> None:
+    hf = hf_checkpoint(tmp_path / "hf")
+    tr, lines = trainer_from(shards, hf, tmp_path / "o")
+    assert tr.model_cfg.vocab_size == 64
+    got = {p.name: p.asnumpy() for p in tr.params}
+    want = hf_weights({**HF_CONFIG, "vocab_size": 64}, seed=7)
+    assert all(np.array_equal(got[n], want[n]) for n in want)
+    assert any("has the shards' vocabulary (64 ids)" in ln for ln in lines)
+    assert any("special ids agree with the manifest (eos 2, bos 1, pad 0, unk 3)" in ln for ln in lines)
+
+
+def test_numeric_config_fields_are_refused_in_one_line_unless_allowed(
+    tmp_path: Path, shards: Path, capsys: pytest.CaptureFixture
+) -> None:
+    hf = hf_checkpoint(tmp_path / "hf", rope_theta=1.0e6, rms_norm_eps=1.0e-5, max_position_embeddings=8)
+    code, err = run_main(tmp_path, shards, hf, capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "rope_theta: config.json 1000000.0, training config 10000.0" in err
+    assert "rms_norm_eps: config.json 1e-05, training config 1e-06" in err
+    assert "max_position_embeddings: config.json 8 < training seq_length 16" in err
+    assert "--allow-config-mismatch max_position_embeddings,rms_norm_eps,rope_theta" in err
+    allowed = ("rope_theta", "rms_norm_eps", "max_position_embeddings")
+    tr, lines = trainer_from(shards, hf, tmp_path / "o2", allow=allowed)
+    assert sum("(allowed)" in ln for ln in lines) == 3
+    assert tr.model_cfg.rope_theta == 10000.0  # the config's value, as asked
+    # the converter compares the same fields against a training config (exit 2)
+    cfg = tmp_path / "train.yaml"
+    import yaml
+
+    cfg.write_text(yaml.safe_dump({"model": MODEL}))
+    assert main(["--hf", str(hf), "--out", str(tmp_path / "m.ckpt"), "--config", str(cfg)]) == 2
+    assert "rope_theta: config.json 1000000.0" in capsys.readouterr().err
+    other = hf_checkpoint(
+        tmp_path / "hf2", hidden_act="gelu", tie_word_embeddings=True, rope_scaling={"factor": 2}
+    )
+    code, err = run_main(tmp_path, shards, other, capsys, "--allow-config-mismatch", "hidden_act")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert (
+        "rope_scaling" in err and "tie_word_embeddings: config.json True" in err and "hidden_act" not in err
+    )
+
+
+def test_a_different_tokenizer_beside_the_checkpoint_is_refused(
+    tmp_path: Path, shards: Path, capsys: pytest.CaptureFixture
+) -> None:
+    swapped = [*VOCAB]
+    swapped[5], swapped[6] = swapped[6], swapped[5]
+    code, err = run_main(tmp_path, shards, hf_checkpoint(tmp_path / "a", swapped), capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "its tokenizer is not the one the shards were made with" in err
+    assert (
+        "the vocabularies differ at 2 of 64 ids (id 5: 'w6' vs 'w5', id 6: 'w5' vs 'w6'; vocab sha256" in err
+    )
+    wrong_eos = hf_checkpoint(tmp_path / "b", tokenizer_config={**TOKENIZER_CONFIG, "eos_token": "<s>"})
+    code, err = run_main(tmp_path, shards, wrong_eos, capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert (
+        "eos: the checkpoint's tokenizer has '<s>' = 1, the shards were packed with eos_id 2 ('</s>')" in err
+    )
+
+
+def test_vocab_size_auto_follows_the_shards_and_the_checkpoint(
+    tmp_path: Path, shards: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """auto = max(the shards' vocabulary, the checkpoint's rows): a smaller checkpoint (its tokenizer
+    a prefix of the shards') gets mean rows, a padded one keeps its rows; also through a .ckpt
+    converted with vocab_size auto (before: a raw shape-mismatch traceback)."""
+    small = hf_checkpoint(tmp_path / "small", VOCAB[:40])
+    tr, lines = trainer_from(shards, small, tmp_path / "o1")
+    embed = next(p for p in tr.params if p.name == "model.embed_tokens.weight").asnumpy()
+    old = hf_weights({**HF_CONFIG, "vocab_size": 40, "max_position_embeddings": 64}, seed=7)[
+        "model.embed_tokens.weight"
+    ]
+    assert embed.shape == (64, 16) and np.array_equal(embed[:40], old)
+    np.testing.assert_allclose(embed[40:], np.repeat(old.mean(0, keepdims=True), 24, 0), rtol=1e-6)
+    assert any("extends the checkpoint's (40 -> 64 ids" in ln for ln in lines)
+    padded = hf_checkpoint(tmp_path / "padded", [*VOCAB, *(f"x{i}" for i in range(8))])
+    tr, _ = trainer_from(shards, padded, tmp_path / "o2")
+    assert tr.model_cfg.vocab_size == 72
+    with pytest.raises(Exception, match=r"model.vocab_size = 64 is smaller than the 72 embedding rows"):
+        trainer_from(shards, padded, tmp_path / "o3", vocab_size=64)
+    ckpt_dir = tmp_path / "converted"
+    convert(small, ckpt_dir / "m.ckpt", training_model={**MODEL, "vocab_size": "auto"}, log=lambda m: None)
+    tr, lines = trainer_from(shards, ckpt_dir / "m.ckpt", tmp_path / "o4")
+    assert tr.model_cfg.vocab_size == 64
+    assert any("vocabulary rows added" in ln for ln in lines)
+
+
+def test_init_from_failures_are_one_line_errors(
+    tmp_path: Path, shards: Path, capsys: pytest.CaptureFixture
+) -> None:
+    garbage = tmp_path / "garbage.ckpt"
+    garbage.write_bytes(b"not a checkpoint" * 64)
+    wide = tmp_path / "wide"
+    convert(
+        write_hf(
+            tmp_path / "hf32", hf_weights({**HF_CONFIG, "hidden_size": 32}), {**HF_CONFIG, "hidden_size": 32}
+        ),
+        wide / "m.ckpt",
+        vocab_size=64,
+        log=lambda m: None,
+    )
+    (tmp_path / "empty").mkdir()
+    cases = [
+        (tmp_path / "nowhere", "does not exist"),
+        (garbage, "cannot read the MindSpore checkpoint"),
+        (wide / "m.ckpt", "tensors have other shapes than the model (model.embed_tokens.weight (64, 32)"),
+        (tmp_path / "empty", "must hold a Hugging Face checkpoint"),
+    ]
+    for path, message in cases:
+        code, err = run_main(tmp_path, shards, path, capsys)
+        assert code == 2 and len(err.splitlines()) == 1 and message in err, (path, err)

@@ -1,10 +1,10 @@
-"""Training data path: rank layout, per-rank sharding (bin and MindRecord), row features, loader
-resumption, config/manifest checks. No model is trained here."""
+"""Training data path: rank layout, per-rank sharding (bin and MindRecord), global batches that do
+not depend on the layout, row features, loader resumption, config/manifest checks. No model is
+trained here."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -63,13 +63,11 @@ def test_layout_rank_formula_round_trips() -> None:
 
 
 def epoch_rows(data: Path, fmt: str, lay: Layout, rank: int, epoch: int) -> list[bytes]:
-    """The rows one rank reads in one epoch, in order (a simulated rank of the layout)."""
+    """The rows one rank reads in one epoch with batch 1, in order (a simulated rank of the layout)."""
     _, dp_rank, _ = lay.coords(rank)
     src = RowSource(open_split(data, "train", fmt), lay.dp, dp_rank, seed=11, shuffle=True)
-    out = []
-    for batch in src.batches(epoch, 1, 0, src.rows_per_rank):
-        out.append(row_key(batch["input_ids"][0]))
-    return out
+    steps = src.steps_per_epoch(lay.dp)
+    return [row_key(b["input_ids"][0]) for b in src.step_batches(epoch, 0, steps, lay.dp, 1)]
 
 
 @pytest.mark.parametrize("fmt", ["bin", "mindrecord"])
@@ -100,13 +98,49 @@ def test_every_rank_of_every_layout(dataset: Path, fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["bin", "mindrecord"])
-def test_uneven_split_pads_by_repeating_and_covers_everything(uneven: Path, fmt: str) -> None:
-    lay = Layout(8, 1, 1)  # 45 rows over 8 shards: 6 per rank, 3 rows repeated
-    per_rank = [epoch_rows(uneven, fmt, lay, r, 0) for r in range(8)]
-    assert all(len(rows) == 6 for rows in per_rank)
-    counts = Counter(r for rows in per_rank for r in rows)
-    assert len(counts) == 45
-    assert sum(c - 1 for c in counts.values()) == 3
+def test_uneven_split_leaves_the_remainder_out_of_each_epoch(uneven: Path, fmt: str) -> None:
+    """45 rows over 8 ranks: 5 whole global batches of 8; the 5 rows left over differ per epoch."""
+    lay = Layout(8, 1, 1)
+    left_out = []
+    for epoch in (0, 1):
+        per_rank = [epoch_rows(uneven, fmt, lay, r, epoch) for r in range(8)]
+        assert all(len(rows) == 5 for rows in per_rank)
+        read = [r for rows in per_rank for r in rows]
+        assert len(read) == len(set(read)) == 40  # no row twice within an epoch
+        left_out.append(set(read))
+    assert left_out[0] != left_out[1]
+
+
+def global_step_rows(data: Path, fmt: str, dp: int, batch: int, accum: int, steps: int) -> list[list[int]]:
+    """Row ids of each step's global batch, over all dp ranks (sorted), for one layout."""
+    out: list[list[int]] = [[] for _ in range(steps)]
+    for dp_rank in range(dp):
+        src = RowSource(open_split(data, "train", fmt), dp, dp_rank, seed=5, shuffle=True)
+        loader = StepLoader(src, batch, accum, eos_id=2, pad_id=0, start_step=0, end_step=steps)
+        try:
+            for step, micro in loader:
+                assert len(micro) == accum and all(len(f["row_ids"]) == batch for f in micro)
+                out[step] += [int(i) for f in micro for i in f["row_ids"]]
+        finally:
+            loader.close()
+    return [sorted(ids) for ids in out]
+
+
+def test_the_global_batch_not_the_layout_decides_the_rows_of_a_step(dataset: Path) -> None:
+    """dp x batch x accumulation = 4 in five layouts, both formats: the same rows at every step (this
+    is what lets a run resume under another data-parallel size), crossing an epoch (48 rows = 12 steps)."""
+    reference = global_step_rows(dataset, "bin", 1, 4, 1, 14)
+    assert all(len(ids) == 4 for ids in reference)
+    assert len({i for ids in reference[:12] for i in ids}) == 48
+    assert reference[12] != reference[0]  # epoch 1 is another permutation
+    for fmt in ("bin", "mindrecord"):
+        for dp, batch, accum in ((2, 2, 1), (4, 1, 1), (1, 2, 2), (2, 1, 2)):
+            assert global_step_rows(dataset, fmt, dp, batch, accum, 14) == reference, (fmt, dp, batch, accum)
+    # and the two formats hold the same rows at those indices
+    ids = np.array(reference[3])
+    bin_rows = next(RowSource(open_split(dataset, "train", "bin"), 1, 0, 5, True).read(ids, 4))
+    mr_rows = next(RowSource(open_split(dataset, "train", "mindrecord"), 1, 0, 5, True).read(ids, 4))
+    assert np.array_equal(bin_rows["input_ids"], mr_rows["input_ids"])
 
 
 @pytest.mark.parametrize("fmt", ["bin", "mindrecord"])
@@ -160,6 +194,38 @@ def test_features_positions_restart_at_document_starts() -> None:
     assert (
         seg[0].tolist() == f["segment_ids"][0].tolist() and pos[0].tolist() == f["position_ids"][0].tolist()
     )
+
+
+def megatron_eod_mask_loss(inputs: np.ndarray, eod: int) -> np.ndarray:
+    """Megatron-LM's --eod-mask-loss (get_ltor_masks_and_position_ids): loss_mask[tokens == eod] = 0,
+    tokens = the input ids (labels are the inputs shifted by one)."""
+    return (inputs != eod).astype(np.float32)
+
+
+def test_mask_cross_document_label_on_a_packed_row() -> None:
+    """Docs "5 6 EOS", "7 8 9 EOS", "4 EOS" then "3" running into the next row: the labels after each
+    EOS (7, 4 and 3: a new document's first token) leave the loss, the EOS labels stay; the same from
+    stored boundaries and from EOS positions, and equal to Megatron's eod_mask_loss there."""
+    row = np.array([[5, 6, 2, 7, 8, 9, 2, 4, 2, 3]], dtype=np.int32)
+    asl = [np.array([3, 7, 9, 10])]
+    off = row_features(row, asl, None, eos_id=2, pad_id=0)
+    assert off["labels"][0].tolist() == [6, 2, 7, 8, 9, 2, 4, 2, 3]
+    assert off["loss_mask"][0].tolist() == [1] * 9  # default (as Megatron): everything counts
+    want = [1, 1, 0, 1, 1, 1, 0, 1, 0]
+    for boundaries in (asl, None):
+        on = row_features(row, boundaries, None, eos_id=2, pad_id=0, mask_cross_document_label=True)
+        assert on["loss_mask"][0].tolist() == want, boundaries
+        for k in ("input_ids", "labels", "position_ids", "segment_ids"):
+            assert np.array_equal(on[k], off[k])
+    assert megatron_eod_mask_loss(off["input_ids"][0], 2).tolist() == want
+    # with padding and a stored loss mask, the option only removes labels
+    padded = np.array([[5, 2, 7, 8, 2, 0, 0]], dtype=np.int32)
+    stored = np.array([[1, 1, 1, 1, 1, 0, 0]], dtype=np.int32)
+    on = row_features(padded, [np.array([2, 5])], stored, 2, 0, mask_cross_document_label=True)
+    assert on["loss_mask"][0].tolist() == [1, 0, 1, 1, 0, 0]
+    from pretrain.config import load_config
+
+    assert load_config(None)["train"]["mask_cross_document_label"] is False
 
 
 def test_features_pad_equal_to_eos_keeps_the_real_eos() -> None:

@@ -4,8 +4,11 @@ gradient accumulation, fp16 overflow skipping, guard rails, checkpoints, CLI err
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +49,10 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def run_cli(
-    tmp: Path, cfg: dict[str, Any], data: Path, out: Path, *extra: str
-) -> subprocess.CompletedProcess:
+def cli_command(tmp: Path, cfg: dict[str, Any], data: Path, out: Path, *extra: str) -> list[str]:
     path = tmp / f"cfg-{abs(hash(json.dumps(cfg, sort_keys=True)))}.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    cmd = [
+    return [
         sys.executable,
         "pretrain/run.py",
         "--config",
@@ -62,7 +63,29 @@ def run_cli(
         str(out),
         *extra,
     ]
+
+
+def run_cli(
+    tmp: Path, cfg: dict[str, Any], data: Path, out: Path, *extra: str
+) -> subprocess.CompletedProcess:
+    cmd = cli_command(tmp, cfg, data, out, *extra)
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def run_cli_with_sigterm(tmp: Path, cfg: dict[str, Any], data: Path, out: Path) -> tuple[int, str]:
+    """Run the CLI and send it SIGTERM as soon as it logs the start of training (step 1 then
+    compiles for seconds); returns (exit code, output)."""
+    cmd = cli_command(tmp, cfg, data, out)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("train:"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, _ = proc.communicate(timeout=300)
+    return proc.returncode, "".join(seen) + rest
 
 
 def losses(out: Path) -> dict[int, float]:
@@ -70,15 +93,19 @@ def losses(out: Path) -> dict[int, float]:
 
 
 @pytest.mark.parametrize(
-    ("fmt", "over"),
+    ("fmt", "over", "interrupt"),
     [
-        ("bin", {"train": {"grad_accumulation_steps": 2, "batch_size": 2}}),
+        # the first half ends by SIGTERM (a checkpoint at whatever step it arrived in)
+        ("bin", {"train": {"grad_accumulation_steps": 2, "batch_size": 2}}, "sigterm"),
         # float16 with a loss scale that grows every 3 steps: the scale must be restored too
-        ("mindrecord", {"train": {"amp_level": "O2", "loss_scale": {"init": 1024.0, "window": 3}}}),
+        ("mindrecord", {"train": {"amp_level": "O2", "loss_scale": {"init": 1024.0, "window": 3}}}, "steps"),
     ],
 )
-def test_resume_in_a_new_process_is_bitwise_exact(tmp_path: Path, data: Path, fmt: str, over: dict) -> None:
-    """2N steps straight == N steps, then resume in a new process for N more (N crosses an epoch)."""
+def test_resume_in_a_new_process_is_bitwise_exact(
+    tmp_path: Path, data: Path, fmt: str, over: dict, interrupt: str
+) -> None:
+    """2N steps straight == a first run stopped early (--steps N, or SIGTERM), then resume in a new
+    process to the end (N crosses an epoch)."""
     cfg = merged(
         TINY,
         {
@@ -89,14 +116,27 @@ def test_resume_in_a_new_process_is_bitwise_exact(tmp_path: Path, data: Path, fm
     )
     straight = run_cli(tmp_path, cfg, data, tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr[-3000:]
-    first = run_cli(tmp_path, cfg, data, tmp_path / "resumed", "--steps", "7")
-    assert first.returncode == 0, first.stderr[-3000:]
+    if interrupt == "steps":
+        first = run_cli(tmp_path, cfg, data, tmp_path / "resumed", "--steps", "7")
+        assert first.returncode == 0, first.stderr[-3000:]
+        stopped = 7
+    else:
+        code, text = run_cli_with_sigterm(tmp_path, cfg, data, tmp_path / "resumed")
+        assert code == 0, text[-3000:]
+        found = re.search(r"SIGTERM: stopped after step (\d+) with a checkpoint", text)
+        assert found, text[-3000:]
+        stopped = int(found.group(1))
+        assert 1 <= stopped < 14
+        assert (
+            tmp_path / "resumed" / "checkpoints" / "rank_0" / f"step_{stopped:08d}" / "state.json"
+        ).exists()
+        assert sorted(losses(tmp_path / "resumed")) == list(range(1, stopped + 1))
     second = run_cli(tmp_path, cfg, data, tmp_path / "resumed", "--resume", "auto")
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "resume: step 7" in second.stdout
+    assert f"resume: step {stopped}" in second.stdout
     a, b = losses(tmp_path / "straight"), losses(tmp_path / "resumed")
     assert sorted(a) == sorted(b) == list(range(1, 15))
-    assert [a[s] for s in a] == [b[s] for s in a]  # bitwise: exact float equality, steps 8..14 after resume
+    assert [a[s] for s in a] == [b[s] for s in a]  # bitwise: exact float equality after the resume
     # logs, eval, plot of the straight run
     recs = read_metrics(tmp_path / "straight" / "metrics.jsonl")
     step_rec = next(r for r in recs if "loss" in r)
@@ -115,6 +155,131 @@ def make_trainer(data: Path, out: Path, over: dict[str, Any]) -> Trainer:
 
 def params_of(tr: Trainer) -> dict[str, np.ndarray]:
     return {p.name: p.asnumpy().copy() for p in tr.params}
+
+
+def cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    from pretrain.run import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+PYNATIVE = {"mode": "pynative", "data_format": "bin"}  # no graph compilation: quick in-process runs
+
+
+def step_features(tr: Trainer, step: int) -> dict[str, np.ndarray]:
+    """The features of ``step``'s (0-based) only micro-batch, as the loader builds them."""
+    raw = next(tr.source.step_batches(0, step, 1, tr.global_batch, tr.cfg["train"]["batch_size"]))
+    return tr._features(raw)
+
+
+def test_grad_norm_spike_policies_stop_skip_and_warn(tmp_path: Path, data: Path) -> None:
+    """A norm above factor x the running median: stop (exit with the step, update not applied), skip
+    (update not applied, batch consumed), warn (applied). The history comes from the checkpoint;
+    here it is rewritten 100x smaller, so the next real norm is a spike."""
+    over = {
+        "train": {"steps": 8, **PYNATIVE},
+        "checkpoint": {"save_interval": 2},
+        "monitor": {"grad_norm_spike": {"policy": "stop", "factor": 5.0, "window": 4, "min_history": 2}},
+    }
+    first = make_trainer(data, tmp_path / "s", over).fit(stop_at=2)
+    assert not any(r["grad_norm_spike"] for r in first)
+    state_path = tmp_path / "s" / "checkpoints" / "rank_0" / "step_00000002" / "state.json"
+    state = json.loads(state_path.read_text())
+    assert state["grad_norm_history"] == [r["grad_norm"] for r in first]
+    state["grad_norm_history"] = [g / 100 for g in state["grad_norm_history"]]
+    state_path.write_text(json.dumps(state))
+    lines: list[str] = []
+    tr = make_trainer(data, tmp_path / "s", over)
+    tr.log = lines.append
+    with pytest.raises(TrainingError, match=r"step 3: gradient norm .* > 5 x the median .* policy stop"):
+        tr.fit(resume="auto")
+    last = read_metrics(tmp_path / "s" / "metrics.jsonl")[-1]
+    assert last["step"] == 3 and last["grad_norm_spike"] and last["skip_reason"] == "grad_norm_spike"
+    import mindspore as ms
+
+    saved = ms.load_checkpoint(str(state_path.parent / "train.ckpt"))
+    assert all(np.array_equal(saved[p.name].asnumpy(), p.asnumpy()) for p in tr.params), "update applied"
+    assert tr.updates == 2
+    f = step_features(tr, 3)
+    tr.spike.policy = "skip"
+    before = params_of(tr)
+    r = tr.train_step([f])
+    assert r["spike"] and r["skipped"] and r["skip_reason"] == "grad_norm_spike" and tr.updates == 2
+    assert all(np.array_equal(before[n], v) for n, v in params_of(tr).items())
+    tr.spike.policy = "warn"
+    r = tr.train_step([f])
+    assert r["spike"] and not r["skipped"] and tr.updates == 3
+    assert not all(np.array_equal(before[n], v) for n, v in params_of(tr).items())
+
+
+def test_throughput_counts_loss_tokens_flops_memory_and_the_data_wait_alarm(
+    tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loss tokens (not padding, not masked labels) vs all positions; first step apart; model FLOP/s
+    and MFU from the config; peak RSS; a loader slowed to 0.3 s per batch raises the alarm."""
+    from pretrain.data import RowSource
+    from pretrain.monitor import flops_per_token
+
+    read = RowSource.read
+
+    def slow_read(self: RowSource, idx: np.ndarray, batch_size: int) -> Any:
+        for batch in read(self, idx, batch_size):
+            time.sleep(0.3)  # storage slower than the model
+            yield batch
+
+    monkeypatch.setattr(RowSource, "read", slow_read)
+    over = {
+        # compiled steps take milliseconds, so the 0.3 s reads dominate once the batches prepared
+        # during step 1's compilation (one queued, one in hand) are used up: from step 4 on
+        "train": {"steps": 6, "prefetch": 1, "mask_cross_document_label": True, "data_format": "bin"},
+        "monitor": {"peak_flops": 1.0e9},
+    }
+    tr = make_trainer(data, tmp_path / "t", over)
+    lines: list[str] = []
+    tr.log = lines.append
+    records = tr.fit()
+    first, rest = records[0], records[1:]
+    assert first["tokens_per_s"] is None and first["model_flops_per_s"] is None and first["mfu"] is None
+    assert first["first_step_s"] == first["step_time"]
+    assert any("step 1:" in ln and "including graph compilation" in ln for ln in lines)
+    positions = tr.global_batch * tr.model_cfg.seq_length
+    fpt = flops_per_token(tr.model_cfg)
+    for step, r in enumerate(records):
+        f = step_features(tr, step)
+        assert r["tokens"] == f["loss_mask"].sum() < positions  # cross-document labels are not counted
+    for r in rest:
+        assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["step_time"])
+        assert r["total_tokens_per_s"] == pytest.approx(positions / r["step_time"])
+        assert r["model_flops_per_s"] == pytest.approx(fpt * positions / r["step_time"])
+        assert r["mfu"] == pytest.approx(r["model_flops_per_s"] / 1.0e9)
+        assert r["peak_rss_mb"] > 100 and "device_peak_mb" not in r  # CPU: MindSpore reports no device memory
+    assert all(r["data_wait_share"] > 0.15 and r["data_wait_alarm"] for r in records[3:])
+    assert any(ln.startswith("warning: waiting for data took") for ln in lines)
+    summary = next(ln for ln in lines if ln.startswith("throughput over steps 2..6"))
+    assert "(ALARM)" in summary and "MFU" in summary and "model FLOP/s" in summary
+
+
+def test_rerun_without_resume_refuses_and_overwrite_starts_over(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cfg = merged(TINY, {"train": {"steps": 2, **PYNATIVE}})
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "o"
+    argv = ["--config", str(path), "--data", str(data), "--output", str(out)]
+    assert cli(argv, capsys)[0] == 0
+    metrics = (out / "metrics.jsonl").read_bytes()
+    code, text = cli(argv, capsys)
+    assert code == 2 and len(text.strip().splitlines()) == 1
+    assert "already holds a run" in text and "step_00000002" in text and "metrics.jsonl (2 records)" in text
+    assert "--resume auto" in text and "--overwrite" in text and "new --output" in text
+    assert (out / "metrics.jsonl").read_bytes() == metrics  # untouched
+    assert cli([*argv, "--resume", "auto", "--overwrite"], capsys)[0] == 2
+    code, text = cli([*argv, "--overwrite"], capsys)
+    assert code == 0 and "--overwrite: deleted" in text
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2]
 
 
 def test_accumulated_micro_batches_equal_one_batch(tmp_path: Path, data: Path) -> None:
@@ -149,7 +314,7 @@ def test_fp16_overflow_skips_the_update_and_lowers_the_scale(tmp_path: Path, dat
     tr.log = lines.append
     before = params_of(tr)
     tr.updates = 0
-    raw = next(tr.source.batches(0, 4, 0, 1))
+    raw = next(tr.source.step_batches(0, 0, 1, 4, 4))
     from pretrain.data import row_features
 
     f = row_features(raw["input_ids"], raw["actual_seq_len"], None, tr.eos_id, tr.pad_id)
@@ -205,6 +370,9 @@ def test_checkpoints_keep_last_and_auto_resume_skips_a_corrupt_one(tmp_path: Pat
     assert any("resume: step 4" in ln for ln in lines)
     assert [r["step"] for r in records] == [5, 6, 7, 8]
     assert [r["step"] for r in read_metrics(tmp_path / "c" / "metrics.jsonl")] == list(range(1, 9))
+    # the first run's records past the resumed step are kept aside, not lost
+    assert [r["step"] for r in read_metrics(tmp_path / "c" / "metrics.dropped.jsonl")] == [5, 6]
+    assert any("2 records after step 4" in ln and "metrics.dropped.jsonl" in ln for ln in lines)
 
 
 def test_resume_refuses_a_checkpoint_from_a_different_config(tmp_path: Path, data: Path) -> None:
@@ -213,16 +381,11 @@ def test_resume_refuses_a_checkpoint_from_a_different_config(tmp_path: Path, dat
     tr = make_trainer(
         data, tmp_path / "r", merged(over, {"train": {"steps": 4, "data_format": "bin", "batch_size": 2}})
     )
-    with pytest.raises(ConfigError, match=r"different run .*train.batch_size: 4 -> 2"):
+    with pytest.raises(ConfigError, match=r"global batch of 4 rows .* this run has 2: the layout may change"):
         tr.fit(resume="auto")
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    from pretrain.run import main
-
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    tr = make_trainer(data, tmp_path / "r", merged(over, {"lr_schedule": {"min_lr": 0.0}}))
+    with pytest.raises(ConfigError, match=r"different run .*lr_schedule.min_lr: 0.001 -> 0.0"):
+        tr.fit(resume="auto")
 
 
 def test_cli_config_errors(tmp_path: Path, data: Path, capsys: pytest.CaptureFixture) -> None:
@@ -241,7 +404,16 @@ def test_cli_config_errors(tmp_path: Path, data: Path, capsys: pytest.CaptureFix
     code, text = cli(
         [
             "--config",
-            cfg_file({"parallel": {"data_parallel": 2, "tensor_parallel": 2, "pipeline_stages": 2}}),
+            cfg_file(
+                {
+                    "parallel": {
+                        "data_parallel": 2,
+                        "tensor_parallel": 2,
+                        "pipeline_stages": 2,
+                        "micro_batch_num": 2,
+                    }
+                }
+            ),
             *base,
         ],
         capsys,

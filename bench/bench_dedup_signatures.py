@@ -5,7 +5,8 @@ Usage:
     python bench/bench_dedup_signatures.py CORPUS.jsonl[.gz] [CORPUS ...] [--docs 20000] [--num-perm 128]
 
 Rows (MB = UTF-8 bytes of the document text, median of --repeat runs):
-* fast path, text -> signatures + band keys: what the minhash_dedup stage does per batch;
+* fast path, text -> signatures + band keys: what the minhash_dedup stage does per batch
+  (regional fold included; also without it);
 * fast path, signatures from shingle hashes: the hashing kernel alone;
 * the peers' input, for scale: building the same shingles as Python strings (reference shingler);
 * datasketch per document: ``MinHash(num_perm).update_batch(shingles)`` on the same shingles as
@@ -70,12 +71,12 @@ def main() -> None:
     hasher = mh.MinHasher(args.num_perm, 0)
     batches = [texts[i : i + args.batch] for i in range(0, len(texts), args.batch)]
 
-    def fast_full() -> None:
+    def fast_full(regional: bool = True) -> None:
         for b in batches:
-            sig = hasher.signatures(mh.shingle_batch(b))
+            sig = hasher.signatures(mh.shingle_batch(b, fold_regional=regional))
             mh.band_keys(sig, bands, rows)
 
-    shingled = [mh.shingle_batch(b) for b in batches]
+    shingled = [mh.shingle_batch(b, fold_regional=True) for b in batches]
 
     def fast_kernel() -> None:
         for s in shingled:
@@ -84,14 +85,16 @@ def main() -> None:
     results: list[tuple[str, int, float, float]] = []
     t = timed(fast_full, args.repeat)
     results.append(("fast path: text -> signatures + band keys", len(texts), t, mb))
+    t = timed(lambda: fast_full(regional=False), args.repeat)
+    results.append(("  the same without the regional fold", len(texts), t, mb))
     t = timed(fast_kernel, args.repeat)
     results.append(("fast path: signatures from shingle hashes", len(texts), t, mb))
 
     from datasketch import MinHash
 
-    t = timed(lambda: [mh.shingle_strings(x) for x in texts], 1)
+    t = timed(lambda: [mh.shingle_strings(x, fold_regional=True) for x in texts], 1)
     results.append(("(peers' input: shingle strings, Python)", len(texts), t, mb))
-    shingles = [[s.encode("utf-8") for s in mh.shingle_strings(x)] for x in texts]
+    shingles = [[s.encode("utf-8") for s in mh.shingle_strings(x, fold_regional=True)] for x in texts]
 
     def datasketch_per_doc() -> None:
         for sh in shingles:
@@ -107,7 +110,7 @@ def main() -> None:
     except ImportError:
         RMinHash = None
     if RMinHash is not None:
-        str_shingles = [mh.shingle_strings(x) for x in texts]
+        str_shingles = [mh.shingle_strings(x, fold_regional=True) for x in texts]
 
         def rensa_per_doc() -> None:
             for sh in str_shingles:

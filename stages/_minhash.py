@@ -8,15 +8,19 @@ Pipeline for a batch of documents (all arrays, no per-shingle Python):
 1. Light simplification, one table lookup per code point (:func:`char_tables`): NFKC of the single
    character when it stays a single character (full width -> half width, compatibility
    ideographs -> unified ones), lower case, every decimal digit -> ``0``, and with ``fold_variants``
-   Traditional -> Simplified per character (OpenCC ``t2s`` applied to each Han character alone).
-   Every code point then falls in one class: CJK (Han, kana, Hangul: one token per character),
-   word (letters and digits: runs form one token), ignored (combining marks, format characters:
-   removed without splitting a word) or separator (space, punctuation, symbols, controls).
-2. Tokens -> shingles: ``n`` consecutive tokens of one document, ``n = ngram_cjk`` when CJK
-   tokens are at least half of the document's tokens, else ``ngram_word``. So Chinese text is
-   shingled in character n-grams, Latin text in word n-grams, and mixed text in a token stream
-   where a Chinese character and a Latin word weigh the same. A document with fewer than n tokens
-   has one shingle (all its tokens); one without tokens has none (it is never a duplicate).
+   Traditional -> Simplified per character (OpenCC ``t2s`` applied to each Han character alone),
+   every punctuation mark and symbol -> one mark.
+   Every code point then falls in one class: CJK (Han, kana, Hangul), word (letters and digits),
+   mark (punctuation and symbols), ignored (combining marks, format characters: removed without
+   splitting a word) or separator (spaces, controls).
+2. Tokens -> shingles. A document is in CJK mode when its CJK characters are at least half of
+   its CJK characters and word runs (maximal runs of letters and digits); one with neither has
+   no token. In CJK mode every
+   character but separators is a token: the text as read, character by character (punctuation,
+   Latin letters and digits included); shingles are ``ngram_cjk`` consecutive tokens. Otherwise
+   the tokens are the CJK characters and the word runs, and shingles ``ngram_word`` consecutive
+   tokens: Latin text in word n-grams. A document with fewer than n tokens has one shingle (all
+   its tokens); one without tokens has none (it is never a duplicate).
 3. Shingle hash: 32 bits, never 0 (polynomial over 64-bit token hashes, splitmix64 finaliser). Duplicate
    shingles of a document are removed (sort), so its shingle set is a sorted unique uint32 array.
 4. Signature: ``num_perm`` hash functions h_k(x) = (x * a_k) mod 2^32 (a_k odd, from ``seed``;
@@ -45,7 +49,8 @@ VARIANTS_FILE = Path(__file__).parent / "data" / "variant_characters.tsv"
 U64 = np.uint64
 MASK32 = U64(0xFFFFFFFF)
 # Character classes after folding.
-SEPARATOR, CJK, WORD, IGNORED = 0, 1, 2, 3
+SEPARATOR, CJK, WORD, IGNORED, MARK = 0, 1, 2, 3, 4
+MARK_TOKEN = ord("。")  # what every punctuation mark and symbol folds to: where one stands counts, not which
 TABLE_SIZE = 0x110000
 _SCANNED = 0x40000  # planes 0-3 hold every script with letters; higher planes are separators
 _CJK_RANGES = (
@@ -122,12 +127,16 @@ def _each_alone(convert: Callable[[str], str], cps: np.ndarray, separator: str) 
     return out
 
 
-_CATEGORIES = ("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Cf", "Cn", "Co", "Cs")
+_CATEGORIES = (
+    *("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Cf", "Cn", "Co", "Cs"),
+    *("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So"),
+)
 _OTHER_CATEGORY = len(_CATEGORIES)  # any category not listed (its class is SEPARATOR)
 _ND = _CATEGORIES.index("Nd")
 _UNUSED = np.array([c in ("Cn", "Co", "Cs") for c in _CATEGORIES] + [False])  # unassigned, private, surrogate
 _LETTER_OR_NUMBER = np.array([c[0] in "LN" for c in _CATEGORIES] + [False])
 _MARK_OR_FORMAT = np.array([c[0] == "M" or c == "Cf" for c in _CATEGORIES] + [False])
+_PUNCTUATION_OR_SYMBOL = np.array([c[0] in "PS" for c in _CATEGORIES] + [False])
 
 
 def _category_codes(chars: str) -> np.ndarray:
@@ -140,13 +149,15 @@ def _category_codes(chars: str) -> np.ndarray:
 @functools.lru_cache(maxsize=4)
 def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
     """(fold, cls): uint32 [0x110000] code point -> folded code point, uint8 -> class of the
-    folded code point (SEPARATOR, CJK, WORD, IGNORED). Built once per process, vectorised.
+    folded code point (SEPARATOR, CJK, WORD, IGNORED, MARK). Built once per process, vectorised.
 
     For each assigned code point below 0x40000 that is not private use (U+0000 and the others
     fold to themselves and are separators): NFKC of the character alone when it stays one
-    character, then its lower case when that is one character, then ``0`` for a decimal digit.
+    character, then its lower case when that is one character, then ``0`` for a decimal digit and
+    MARK_TOKEN for a punctuation mark or symbol (``，`` ``,`` ``、`` ``「`` ``“`` alike).
     The class follows the category of the folded character (letter or number: CJK when in
-    _CJK_RANGES, else WORD; mark or format: IGNORED). With ``fold_variants`` the CJK Han
+    _CJK_RANGES, else WORD; mark or format: IGNORED; punctuation or symbol: MARK). With
+    ``fold_variants`` the CJK Han
     characters then take OpenCC ``t2s``'s conversion of their folded form when it is one CJK
     character (one OpenCC call on them all, one per line), then the representative of its class
     of variant characters (:func:`variant_characters`) when it has one."""
@@ -164,11 +175,14 @@ def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
     folded_category = category[cps]
     folded_category[changed] = _category_codes(_text(folded[changed]))
     folded[folded_category == _ND] = ord("0")
+    folded[_PUNCTUATION_OR_SYMBOL[folded_category]] = MARK_TOKEN
     letter_or_number = _LETTER_OR_NUMBER[folded_category]
     cjk = letter_or_number & _cjk_mask()[folded]
     fold[cps] = folded
     cls[cps] = np.select(
-        [cjk, letter_or_number, _MARK_OR_FORMAT[folded_category]], [CJK, WORD, IGNORED], SEPARATOR
+        [cjk, letter_or_number, _MARK_OR_FORMAT[folded_category], _PUNCTUATION_OR_SYMBOL[folded_category]],
+        [CJK, WORD, IGNORED, MARK],
+        SEPARATOR,
     )
     if fold_variants:
         han = cps[cjk & (((folded >= 0x3400) & (folded <= 0x9FFF)) | (folded >= 0x20000))]
@@ -199,18 +213,19 @@ def variant_characters() -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def _packed_table(fold_variants: bool) -> np.ndarray:
-    """fold | class << 22 | regional trigger bits << 24 (``_regional.Triggers.chars`` of the
+    """fold | class << 22 | regional trigger bits << 25 (``_regional.Triggers.chars`` of the
     folded character) in one uint32 table: one gather per code point instead of three."""
     fold, cls = char_tables(fold_variants)
     triggers = _regional_triggers(fold_variants).chars[fold].astype(np.uint32)
-    return fold | (cls.astype(np.uint32) << np.uint32(22)) | (triggers << np.uint32(24))
+    return fold | (cls.astype(np.uint32) << np.uint32(22)) | (triggers << np.uint32(25))
 
 
 @functools.lru_cache(maxsize=1)
 def _cjk_token_values() -> np.ndarray:
-    """uint64 [_SCANNED]: the token value of a CJK character by its folded code point (the
-    splitmix64 of code point + _CJK_SALT; CJK characters fold to CJK characters, all below
-    _SCANNED), one gather per character instead of the mix (2 MB, shared by all batches)."""
+    """uint64 [_SCANNED]: the token value of a character token (CJK, or any in CJK mode) by its
+    folded code point (the splitmix64 of code point + _CJK_SALT; characters that are not
+    separators fold to code points below _SCANNED), one gather per character instead of the mix
+    (2 MB, shared by all batches)."""
     values = np.arange(_SCANNED, dtype=np.uint64)
     values += _CJK_SALT
     return _mix64_inplace(values)
@@ -313,7 +328,7 @@ def _fold_regional(
     ``lengths`` (code points plus separator) is updated in place. Entries are looked up only
     where the triggers say one may start, and only the changed documents are looked up again."""
     cp = packed & np.uint32(0x3FFFFF)
-    candidates = _regional_triggers(fold_variants).candidates(cp, (packed >> np.uint32(24)).astype(np.uint8))
+    candidates = _regional_triggers(fold_variants).candidates(cp, (packed >> np.uint32(25)).astype(np.uint8))
     del cp
     changed = _regional.replace(texts, lengths, candidates) if len(candidates) else []
     if not changed:
@@ -342,7 +357,7 @@ def _shingle_group(
     del joined
     if fold_regional:
         packed = _fold_regional(texts, packed, lengths, fold_variants)
-    cls = ((packed >> np.uint32(22)) & np.uint32(3)).astype(np.uint8)
+    cls = ((packed >> np.uint32(22)) & np.uint32(7)).astype(np.uint8)
     cp = packed & np.uint32(0x3FFFFF)
     del packed
     keep = cls != IGNORED
@@ -359,11 +374,34 @@ def _shingle_group(
     if is_word.size and is_word[0]:
         change = np.concatenate([np.zeros(1, dtype=change.dtype), change])
     run_starts, run_stops = change[0::2], change[1::2]
-    # hash of each word run: sum_i (c_i + 1) * P^(i - start) mod 2^32 over its code points, from
-    # prefix sums of (c_i + 1) * P^i over the whole batch (one pass), then with the run length
-    # through splitmix64
-    with np.errstate(over="ignore"):
-        if run_starts.size:
+    # the mode of each document: CJK characters against CJK characters and word runs
+    cjk_before = np.cumsum(is_cjk, dtype=np.int64)[doc_end - 1] if cp.size else np.zeros(n_docs, np.int64)
+    n_cjk = np.diff(cjk_before, prepend=0)
+    n_runs = np.diff(np.searchsorted(run_starts, doc_end, side="left"), prepend=0)
+    doc_cjk = (2 * n_cjk >= n_cjk + n_runs) & (n_cjk + n_runs > 0)  # no letters: no tokens at all
+    char_mode = np.repeat(doc_cjk, lengths) if not doc_cjk.all() else None  # None: every document
+    # tokens: in CJK mode every character but separators, else CJK characters and word runs
+    if char_mode is None:
+        token_at = cls != SEPARATOR
+    else:
+        token_at = is_cjk | ((cls != SEPARATOR) & char_mode)
+        word_runs = run_starts[~char_mode[run_starts]]  # the runs of documents in word mode
+        token_at[word_runs] = True
+    token_pos = np.flatnonzero(token_at)
+    del token_at
+    values = np.empty(token_pos.size, dtype=np.uint64)
+    by_char = is_cjk[token_pos] if char_mode is not None else None
+    if by_char is not None:
+        by_char |= char_mode[token_pos]
+        values[by_char] = _cjk_token_values()[cp[token_pos[by_char]]]
+    else:
+        values[:] = _cjk_token_values()[cp[token_pos]]
+    if char_mode is not None and len(word_runs):
+        # hash of each word run: sum_i (c_i + 1) * P^(i - start) mod 2^32 over its code points, from
+        # prefix sums of (c_i + 1) * P^i over the whole batch (one pass), then with the run length
+        # through splitmix64
+        stops = run_stops[~char_mode[run_starts]]
+        with np.errstate(over="ignore"):
             forward, backward = _power_tables(cp.size)
             prefix = np.empty(cp.size + 1, dtype=np.uint32)  # prefix[i]: sum over code points < i
             prefix[0] = 0
@@ -371,32 +409,17 @@ def _shingle_group(
             np.add(cp, np.uint32(1), out=body)
             np.multiply(body, forward[: cp.size], out=body)
             np.cumsum(body, dtype=np.uint32, out=body)
-            raw = ((prefix[run_stops] - prefix[run_starts]) * backward[run_starts]).astype(np.uint64)
+            raw = ((prefix[stops] - prefix[word_runs]) * backward[word_runs]).astype(np.uint64)
             del prefix, body
-            run_len = (run_stops - run_starts).astype(np.uint64)
+            run_len = (stops - word_runs).astype(np.uint64)
             run_len *= _WORD_SALT
             raw ^= run_len
-            word_hash = _mix64_inplace(raw)
-        has_cjk = bool(is_cjk.any())
-        if has_cjk:  # tokens: CJK characters and word runs, in text order
-            token_at = is_cjk.copy()
-            token_at[run_starts] = True
-            token_pos = np.flatnonzero(token_at)
-            del token_at
-            values = np.empty(token_pos.size, dtype=np.uint64)
-            tok_is_cjk = is_cjk[token_pos]
-            values[tok_is_cjk] = _cjk_token_values()[cp[token_pos[tok_is_cjk]]]
-            if run_starts.size:
-                values[~tok_is_cjk] = word_hash
-        else:  # word runs only
-            token_pos = np.ascontiguousarray(run_starts)
-            values = word_hash if run_starts.size else np.zeros(0, dtype=np.uint64)
+            assert by_char is not None
+            values[~by_char] = _mix64_inplace(raw)
     # tokens per document (token positions are sorted; a document ends after its separator)
     tok_end = np.searchsorted(token_pos, doc_end, side="left")
     n_tok = np.diff(tok_end, prepend=0)
     tok_doc = np.repeat(np.arange(n_docs, dtype=np.int64), n_tok)
-    n_cjk = np.bincount(tok_doc[tok_is_cjk], minlength=n_docs) if has_cjk else np.zeros(n_docs, np.int64)
-    doc_cjk = 2 * n_cjk >= n_tok
     doc_n = np.where(doc_cjk, ngram_cjk, ngram_word).astype(np.int64)
     # shingle k spans tokens k .. k+n-1 of one document; docs shorter than n: one shingle at their start
     n_tokens = values.size
@@ -454,31 +477,53 @@ def shingle_strings(
     if fold_regional:
         text = _regional.fold_regional([text])[0]
     fold, cls_table = char_tables(fold_variants)
-    tokens: list[str] = []
+    chars = [(chr(int(fold[ord(ch)])), int(cls_table[ord(ch)])) for ch in text]
+    chars = [(c, k) for c, k in chars if k != IGNORED]
+    words: list[str] = []  # CJK characters and word runs: what decides the mode
     cjk_tokens = 0
     word: list[str] = []
-    for ch in text:
-        c = chr(int(fold[ord(ch)]))
-        k = int(cls_table[ord(ch)])
-        if k == IGNORED:
-            continue
+    for c, k in chars:
         if k == WORD:
             word.append(c)
             continue
         if word:
-            tokens.append("".join(word))
+            words.append("".join(word))
             word = []
         if k == CJK:
-            tokens.append(c)
+            words.append(c)
             cjk_tokens += 1
     if word:
-        tokens.append("".join(word))
+        words.append("".join(word))
+    cjk_mode = bool(words) and 2 * cjk_tokens >= len(words)
+    tokens = [c for c, k in chars if k != SEPARATOR] if cjk_mode else words
     if not tokens:
         return []
-    n = ngram_cjk if 2 * cjk_tokens >= len(tokens) else ngram_word
+    n = ngram_cjk if cjk_mode else ngram_word
     if len(tokens) < n:
         return [" ".join(tokens)]
     return sorted({" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)})
+
+
+@functools.lru_cache(maxsize=1)
+def _signature_kernel() -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]:
+    """The compiled signature loop (numba; compiled on first use, cached on disk across processes).
+    For each document: its minimum of (x * a_k) mod 2^32 over its shingles x, for every k at once
+    (the k loop is one SIMD multiply and minimum per 8 lanes: no temporary arrays, no per-document
+    call)."""
+    import numba
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def kernel(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, out: np.ndarray) -> None:
+        acc = np.empty(a.shape[0], np.uint32)
+        for d in range(offsets.shape[0] - 1):
+            acc[:] = np.uint32(0xFFFFFFFF)
+            for i in range(offsets[d], offsets[d + 1]):
+                x = hashes[i]
+                for k in range(a.shape[0]):
+                    acc[k] = min(acc[k], np.uint32(x * a[k]))
+            out[d, :] = acc
+
+    return kernel
 
 
 class MinHasher:
@@ -487,8 +532,6 @@ class MinHasher:
     A document without shingles gets a signature of all 0xFFFFFFFF.
     """
 
-    CHUNK = 1 << 17  # shingles hashed at once (512 KB), re-read num_perm times from the cache
-
     def __init__(self, num_perm: int, seed: int = 0):
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([0x6D696E68, seed])))
         self.num_perm = num_perm
@@ -496,33 +539,13 @@ class MinHasher:
 
     def signatures(self, batch: ShingleBatch) -> np.ndarray:
         """uint32 [docs, num_perm]: h_k(x) = (x * a_k) mod 2^32 with a_k odd (a random bijection of
-        the non-zero, already random 32-bit shingle hashes per k), minimum per document. Computed
-        per segment of consecutive documents holding about CHUNK shingles (or one document):
-        for each k, one SIMD multiply over the segment and one ``minimum.reduceat`` over its
-        documents (long loops, few calls: per-call overhead stays small)."""
-        n_docs = len(batch.offsets) - 1
-        out = np.full((self.num_perm, n_docs), 0xFFFFFFFF, dtype=np.uint32)
-        hashes = batch.hashes
-        if hashes.size:
-            offsets = batch.offsets
-            docs = np.flatnonzero(offsets[1:] > offsets[:-1])  # documents with shingles
-            starts = offsets[docs]
-            work = np.empty(min(hashes.size, self.CHUNK), dtype=np.uint32)
-            lo = 0
-            while lo < len(docs):
-                base = int(starts[lo])
-                hi = max(int(np.searchsorted(starts, base + self.CHUNK, side="right")), lo + 1)
-                segment = hashes[base : int(offsets[docs[hi - 1] + 1])]
-                if work.size < segment.size:
-                    work = np.empty(segment.size, dtype=np.uint32)
-                w = work[: segment.size]
-                rel = starts[lo:hi] - base
-                cols = docs[lo:hi]
-                for k in range(self.num_perm):
-                    np.multiply(segment, self.a[k], out=w)
-                    out[k, cols] = np.minimum.reduceat(w, rel)
-                lo = hi
-        return np.ascontiguousarray(out.T)
+        the non-zero, already random 32-bit shingle hashes per k), minimum per document
+        (:func:`_signature_kernel`)."""
+        out = np.empty((len(batch.offsets) - 1, self.num_perm), dtype=np.uint32)
+        hashes = np.ascontiguousarray(batch.hashes, dtype=np.uint32)
+        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+        _signature_kernel()(hashes, offsets, self.a, out)
+        return out
 
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:

@@ -109,13 +109,41 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def marked_differences(base: str, other: str) -> tuple[str, str]:
+    """(base, other) as HTML with the spans where they differ in ``<mark>`` (difflib's matching
+    blocks of characters)."""
+    import difflib
+
+    a, b = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, other, autojunk=False).get_opcodes():
+        x, y = html.escape(base[i1:i2]), html.escape(other[j1:j2])
+        if op == "equal":
+            a.append(x)
+            b.append(y)
+        else:
+            a.append(f"<mark>{x}</mark>" if x else "")
+            b.append(f"<mark>{y}</mark>" if y else "")
+    return "".join(a), "".join(b)
+
+
+def _example_cells(ex: dict[str, Any]) -> list[str]:
+    """The items' texts as HTML; for a ``compare`` example, each one after the first with what
+    differs from the first marked (and the first with what differs from the second)."""
+    texts = [str(it.get("text", "")) for it in ex.get("items", [])]
+    if not ex.get("compare") or len(texts) < 2:
+        return [html.escape(t) for t in texts]
+    cells = [marked_differences(texts[0], texts[1])[0]]
+    cells += [marked_differences(texts[0], t)[1] for t in texts[1:]]
+    return cells
+
+
 def _examples(label: str, examples: list[dict[str, Any]]) -> str:
     """A stage's examples, each as one table row with its items side by side."""
     out = [f"<h2>Examples: {html.escape(label)}</h2>"]
     for ex in examples:
         items = ex.get("items", [])
         head = "".join(f"<th>{html.escape(str(it.get('label', '')))}</th>" for it in items)
-        cells = "".join(f"<td>{html.escape(str(it.get('text', '')))}</td>" for it in items)
+        cells = "".join(f"<td>{cell}</td>" for cell in _example_cells(ex))
         out.append(
             f"<p><b>{html.escape(str(ex.get('title', '')))}</b></p>"
             f"<table class='examples'><tr>{head}</tr><tr>{cells}</tr></table>"
@@ -235,7 +263,7 @@ def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str
         "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:right}"
         "td:first-child{text-align:left}pre{background:#f6f6f6;padding:1em;font-size:12px}"
         "table.examples td{text-align:left;vertical-align:top;white-space:pre-wrap;max-width:360px;"
-        "font-size:12px}"
+        "font-size:12px}mark{background:#ffd966}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>dataprep report</title>"

@@ -76,10 +76,15 @@ class StageStats:
     histograms: dict[str, Histogram] = field(default_factory=dict)
     examples: list[dict[str, Any]] = field(default_factory=list)
 
-    def add_example(self, title: str, items: list[dict[str, str]]) -> None:
-        """Record an illustration for the report (ignored once MAX_EXAMPLES are kept)."""
+    def add_example(self, title: str, items: list[dict[str, str]], compare: bool = False) -> None:
+        """Record an illustration for the report (ignored once MAX_EXAMPLES are kept). ``compare``:
+        the items are versions of one text (e.g. a duplicate cluster, the first one kept); the
+        report marks where each differs from the first."""
         if len(self.examples) < self.MAX_EXAMPLES:
-            self.examples.append({"title": title, "items": items})
+            example: dict[str, Any] = {"title": title, "items": items}
+            if compare:
+                example["compare"] = True
+            self.examples.append(example)
 
     def count(self, name: str, n: int = 1) -> None:
         """Add ``n`` to the named event counter."""

@@ -43,10 +43,13 @@ apply: (first deleting the task's spilled files, no longer needed once decided) 
   members are dropped as ``near_duplicate``; score = their similarity to the
   survivor (exact Jaccard with ``verify: exact``, else the signature estimate); rejected/ records
   carry ``extra`` = {"cluster", "survivor", "cluster_size", "similarity"}.
-stats: histogram ``cluster_size``; counters ``clusters``, ``docs_in_clusters``,
+stats: histogram ``cluster_size``; counters ``clusters``, ``cross_script_clusters`` (members in
+  more than one script, as lang_id's ``meta["script"]`` says: a Traditional and a Simplified
+  copy), ``docs_in_clusters``,
   ``candidate_pairs`` (summed over bands), ``pairs_verified`` and ``pairs_rejected`` (distinct
   pairs), ``no_shingles``, ``component_rounds``; examples of clusters (members side by side) for
-  report.html; bands/rows in manifest.json.
+  report.html (members side by side, what differs from the survivor marked); bands/rows in
+  manifest.json.
 """
 
 from __future__ import annotations
@@ -142,6 +145,16 @@ class MinhashDedupParams:
         return mh.optimal_bands(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
 
 
+SCRIPTS = ("", "Hans", "Hant", "Latn", "Jpan", "Kore", "Cyrl")  # meta["script"] as a code; others: 255
+
+
+def script_code(script: object) -> int:
+    """The code of a document's ``meta["script"]`` (set by lang_id): 0 when unknown."""
+    if not script:
+        return 0
+    return SCRIPTS.index(script) if script in SCRIPTS else 255
+
+
 def _tmp(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
@@ -165,6 +178,7 @@ class _TaskSpill:
                 ("length", pa.int32()),
                 ("shingles", pa.int32()),
                 ("preview", pa.string()),
+                ("script", pa.uint8()),
                 *[(f"band{j:03d}", pa.uint64()) for j in range(bands)],
             ]
         )
@@ -190,6 +204,9 @@ class _TaskSpill:
                 np.fromiter((len(d.text) for d in docs), dtype=np.int32, count=len(docs)),
                 batch.sizes().astype(np.int32),
                 [d.text[:preview] for d in docs],
+                np.fromiter(
+                    (script_code(d.meta_get("script")) for d in docs), dtype=np.uint8, count=len(docs)
+                ),
                 keys,
             )
         )
@@ -210,13 +227,14 @@ class _TaskSpill:
 
         if not self.pending:
             return
-        ids, lengths, sizes, previews, keys = zip(*self.pending, strict=True)
+        ids, lengths, sizes, previews, scripts, keys = zip(*self.pending, strict=True)
         band_keys = np.concatenate(keys)
         columns = [
             arrow.strings([x for part in ids for x in part]),
             arrow.numbers(np.concatenate(lengths), np.int32),
             arrow.numbers(np.concatenate(sizes), np.int32),
             arrow.strings([x for part in previews for x in part]),
+            arrow.numbers(np.concatenate(scripts), np.uint8),
             *[arrow.numbers(band_keys[:, j], np.uint64) for j in range(band_keys.shape[1])],
         ]
         table = pa.Table.from_arrays(columns, schema=self.schema)
@@ -297,8 +315,8 @@ class _Spills:
         if arr is None:
             if len(self._maps) >= MAP_CACHE:
                 self._maps.clear()
-            if name == "length":
-                arr = np.load(self.layout.index(t, "length.npy"), mmap_mode="r")
+            if name in ("length", "script"):
+                arr = np.load(self.layout.index(t, f"{name}.npy"), mmap_mode="r")
             else:
                 path = self.layout.spill(t, name)
                 dtype = np.int64 if name.endswith(".i64") else np.uint32
@@ -322,6 +340,9 @@ class _Spills:
 
     def lengths(self, pos: np.ndarray) -> np.ndarray:
         return self._gather(pos, "length", np.empty(len(pos), dtype=np.int64))
+
+    def scripts(self, pos: np.ndarray) -> np.ndarray:
+        return self._gather(pos, "script", np.empty(len(pos), dtype=np.uint8))
 
     def signatures(self, pos: np.ndarray) -> np.ndarray:
         return self._gather(pos, ".sig.u32", np.empty((len(pos), self.layout.num_perm), dtype=np.uint32))
@@ -435,8 +456,9 @@ def _index_task(args: tuple[str, int]) -> tuple[int, int]:
     layout = _layout(args[0])
     t = args[1]
     f = pq.ParquetFile(layout.spill(t, ".bands.parquet"))
-    table = f.read(columns=["id", "length", "shingles"])
+    table = f.read(columns=["id", "length", "shingles", "script"])
     save_atomic(layout.index(t, "length.npy"), arrow.to_numpy(table.column("length"), np.int32))
+    save_atomic(layout.index(t, "script.npy"), arrow.to_numpy(table.column("script"), np.uint8))
     StringTable.write_arrow(layout.index(t, "ids"), table.column("id"))
     has = arrow.to_numpy(table.column("shingles"), np.int32) > 0
     del table
@@ -547,12 +569,19 @@ def _finalize(args: tuple[str, int, FileSet, int]) -> dict[str, Any]:
     )
     hist = Histogram(CLUSTER_EDGES)
     hist.add(size)
+    # clusters whose members were written in more than one script (as lang_id labelled them)
+    script = spills.scripts(members).astype(np.int64)
+    known = script > 0
+    lo = np.where(known, script, 256)  # the smallest known script of each cluster ...
+    hi = np.where(known, script, -1)  # ... and the largest
+    cross = int(np.count_nonzero(np.minimum.reduceat(lo, heads) < np.maximum.reduceat(hi, heads)))
     examples = []
     for k in np.argsort(members[heads], kind="stable")[: layout.examples].tolist():
         group = members[heads[k] : heads[k] + min(int(size[k]), 4)]
         examples.append((int(group[0]), int(size[k]), group.tolist()))
     return {
         "clusters": len(heads),
+        "cross_script_clusters": cross,
         "docs_in_clusters": len(members),
         "cluster_size": hist.to_json(),
         "examples": examples,
@@ -709,6 +738,7 @@ class MinhashDedup(GlobalStage):
             hist.merge(Histogram.from_json(r["cluster_size"]))
         for name, value in (
             ("clusters", sum(r["clusters"] for r in results)),
+            ("cross_script_clusters", sum(r["cross_script_clusters"] for r in results)),
             ("docs_in_clusters", sum(r["docs_in_clusters"] for r in results)),
             ("candidate_pairs", sum(c for c, _ in found)),
             ("pairs_verified", sum(c[1] for c in checked)),
@@ -748,15 +778,18 @@ class MinhashDedup(GlobalStage):
         for t in np.unique(task):
             sel = wanted[task == t]
             path = ctx.work_dir / f"{ctx.task_ids[int(t)]}.bands.parquet"
-            got = read_rows(path, ["id", "preview"], sel - offsets[t])
-            for pos, doc_id, text in zip(sel.tolist(), got["id"], got["preview"], strict=True):
-                previews[pos] = (doc_id, text)
+            got = read_rows(path, ["id", "preview", "script"], sel - offsets[t])
+            for pos, doc_id, text, code in zip(
+                sel.tolist(), got["id"], got["preview"], got["script"], strict=True
+            ):
+                previews[pos] = (doc_id, text, SCRIPTS[code] if code < len(SCRIPTS) else "other")
         for survivor, size, group in examples:
             items = []
             for k, pos in enumerate(group):
-                doc_id, text = previews[pos]
-                items.append({"label": f"{'kept' if k == 0 else 'dropped'}: {doc_id}", "text": text})
-            ctx.stats.add_example(f"cluster {survivor} ({size} documents)", items)
+                doc_id, text, script = previews[pos]
+                label = f"{'kept' if k == 0 else 'dropped'}: {doc_id}" + (f" ({script})" if script else "")
+                items.append({"label": label, "text": text})
+            ctx.stats.add_example(f"cluster {survivor} ({size} documents)", items, compare=True)
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         if self._replay is None:

@@ -128,3 +128,37 @@ def test_parameters_are_validated() -> None:
     with pytest.raises(RecipeError, match="threshold"):
         build_params(cls.Params, {"threshold": 1.5}, "t")
     assert build_params(cls.Params, {}, "t").band_shape() == (16, 8)
+
+
+def test_clusters_across_scripts_are_counted_and_shown_with_their_differences(tmp_path: Path) -> None:
+    """A Traditional copy of a Simplified poem (as lang_id labels them: meta script) is one
+    cross-script cluster; the report shows the members side by side, differences marked."""
+    poem = real_docs()[8]["text"]
+    import opencc
+
+    rows = [
+        {"id": "simplified", "text": opencc.OpenCC("t2s").convert(poem), "script": "Hans"},
+        {"id": "traditional", "text": opencc.OpenCC("s2t").convert(poem) + "。", "script": "Hant"},
+        {"id": "same-script", "text": real_docs()[9]["text"], "script": "Hans"},
+        {"id": "same-script-copy", "text": real_docs()[9]["text"] + "！", "script": "Hans"},
+    ]
+    inp = write_inputs(tmp_path, {"a.jsonl": rows})
+    stats = run(inp, tmp_path / "out", [{"minhash_dedup": {}}])
+    s = stage_stats(stats, "minhash_dedup")
+    assert s["counters"]["clusters"] == 2
+    assert s["counters"]["cross_script_clusters"] == 1
+    labels = [it["label"] for ex in s["examples"] for it in ex["items"]]
+    assert any(label.endswith("(Hant)") for label in labels)
+    assert all(ex.get("compare") for ex in s["examples"])
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<mark>" in html
+
+
+def test_marked_differences_mark_what_differs() -> None:
+    from dataprep.report import marked_differences
+
+    assert marked_differences("床前明月光", "床前明月<b>") == (
+        "床前明月<mark>光</mark>",
+        "床前明月<mark>&lt;b&gt;</mark>",
+    )
+    assert marked_differences("same", "same") == ("same", "same")

@@ -20,8 +20,9 @@ Every row carries ``actual_seq_len`` (cumulative ends of its document pieces). R
 through a seeded, bounded-memory shuffle (:mod:`dataprep.formats.rowspool`: rows scattered into
 buckets of at most ``shuffle_buffer_mb``, each bucket permuted) and are written, in the same
 order, by every writer in ``writers``. Train files hold equal row counts and their number is a
-multiple of ``shard_multiple``: the last ``rows mod files`` rows of the train stream are dropped
-and counted (``equal_shards``). Token accounting is checked before the manifest is written:
+multiple of ``shard_multiple``; the ``rows mod files`` rows left over (the last of the final
+order) go to the remainder file ``train-remainder``, so no row is lost (``equal_shards``; see
+:mod:`dataprep.formats.shardplan`). Token accounting is checked before the manifest is written:
 tokens = Σ document tokens + documents (EOS) - dropped; EOS written = documents - EOS dropped.
 
 Where it runs: on the workers. ``concat``: one job per run of consecutive tasks; each task's
@@ -62,7 +63,7 @@ from dataprep.formats.rowspool import (
     merge_buckets,
     scatter_bucket,
 )
-from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, shard_plan, write_shard_file
+from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, ShardPlan, shard_plan, write_shard_file
 from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, param, register
 
 SPLITS = ("train", "validation")
@@ -95,7 +96,11 @@ class PackParams:
     shard_multiple: int = param(
         8, help="the number of train files is a multiple of this (data-parallel sizes)"
     )
-    equal_shards: bool = param(True, help="drop the last rows mod files train rows so files hold equal rows")
+    equal_shards: bool = param(
+        True,
+        help="train files hold equal rows, the rows mod files left over go to a remainder file "
+        "(train-remainder); false: file sizes differ by at most one row",
+    )
 
     def validate(self) -> None:
         if self.seq_length < 1:
@@ -696,18 +701,17 @@ class Spooled:
 
 
 def _bucket_order(
-    spooled: dict[str, Spooled], keep: dict[str, int], seed: int
+    spooled: dict[str, Spooled], seed: int
 ) -> Iterator[tuple[str, Bucket, int, list[int] | None]]:
-    """(split, bucket, first position of its kept rows in the split's final order, seed of its
+    """(split, bucket, first position of its rows in the split's final order, seed of its
     permutation or None for stream order) for every non-empty bucket, in final order."""
     for split, sp in spooled.items():
-        dropped = np.bincount(sp.assign.of(np.arange(keep[split], sp.rows)), minlength=len(sp.buckets))
         start = 0
         for b, bucket in enumerate(sp.buckets):
             if bucket.rows:
                 perm_seed = None if sp.assign.key is None else [seed, SPLITS.index(split), 1, b]
                 yield split, bucket, start, perm_seed
-                start += bucket.rows - int(dropped[b])
+                start += bucket.rows
 
 
 def _scatter_and_write(
@@ -719,8 +723,8 @@ def _scatter_and_write(
     meta: dict[str, Any],
 ) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
     """Run the scatter jobs and start each file's job as soon as the buckets holding its rows are
-    done. Returns the counts written and dropped per split, and the manifest entries (writer by
-    writer, files in plan order)."""
+    done. Returns the counts written per split, and the manifest entries (writer by writer, files
+    in plan order)."""
     from dataprep.progress import Progress
 
     written = {split: dict.fromkeys(COUNTS, 0) for split in plan}
@@ -953,21 +957,22 @@ class Pack(GlobalStage):
                 spooled[split] = self._pack_split(ctx, sid, split, metas, token_dtype, eos, pad)
         # 2. shard plan, then every bucket scattered into parts of the files (one job per bucket)
         #    and every file written from its parts in every format (one job per file)
-        plan: dict[str, list[int]] = {}
-        keep: dict[str, int] = {}
+        plans: dict[str, ShardPlan] = {}
         for split, sp in spooled.items():
             if split == "train":
-                files = self._train_files(sp.rows, L)
-                plan[split], keep[split] = shard_plan(sp.rows, files, p.equal_shards)
+                plans[split] = shard_plan(sp.rows, self._train_files(sp.rows, L), p.equal_shards)
             else:
-                files = max(1, math.ceil(sp.rows * L * 4 / (p.shard_mb << 20)))
-                plan[split], keep[split] = shard_plan(sp.rows, files, False)
+                plans[split] = shard_plan(
+                    sp.rows, max(1, math.ceil(sp.rows * L * 4 / (p.shard_mb << 20))), False
+                )
+        plan = {split: sp.sizes for split, sp in plans.items()}
         meta = {
             "seq_length": p.seq_length,
             "row_length": L,
             "dtype": dtype,
             "vocab_size": vocab_size,
             "plan": plan,
+            "remainder_file": {split: sp.remainder for split, sp in plans.items()},
             "with_loss_mask": p.packing != "concat",
             "eos_id": eos,
         }
@@ -980,8 +985,8 @@ class Pack(GlobalStage):
         shutil.rmtree(parts_dir, ignore_errors=True)
         parts_dir.mkdir(parents=True)
         scatter_jobs = (
-            ScatterJob(split, number, bucket, L, token_dtype, eos, keep[split], start, ends, perm_seed, parts)
-            for number, (split, bucket, start, perm_seed) in enumerate(_bucket_order(spooled, keep, ctx.seed))
+            ScatterJob(split, number, bucket, L, token_dtype, eos, start, ends, perm_seed, parts)
+            for number, (split, bucket, start, perm_seed) in enumerate(_bucket_order(spooled, ctx.seed))
             for ends, parts in [(np.cumsum(plan[split]), str(parts_dir))]
         )
         written, entries = _scatter_and_write(ctx, scatter_jobs, plan, p.writers, str(shard_dir), meta)
@@ -998,12 +1003,9 @@ class Pack(GlobalStage):
             dropped = {
                 "tail_tokens": st.tail_dropped,
                 "truncated_tokens": st.truncated_tokens,
-                "remainder_rows": w["remainder_rows"],
-                "remainder_tokens": w["remainder_tokens"],
-                "eos": st.eos_dropped + w["remainder_eos"],
+                "eos": st.eos_dropped,
             }
             expected = t["doc_tokens"] + t["documents"] - st.tail_dropped - st.truncated_tokens
-            expected -= w["remainder_tokens"]
             if w["tokens"] != expected or w["eos"] != t["documents"] - dropped["eos"]:
                 raise RuntimeError(
                     f"token accounting ({split}): wrote {w['tokens']} tokens / {w['eos']} EOS, expected "
@@ -1029,6 +1031,9 @@ class Pack(GlobalStage):
                 },
                 "files": [e for e in entries if e["split"] == split],
             }
+            if split == "train" and p.equal_shards:
+                equal = len(plans[split].sizes) - plans[split].remainder
+                splits_out[split]["equal_files"] = {"files": equal, "rows": plans[split].sizes[0]}
             for name, value in (
                 ("rows", w["rows"]),
                 ("tokens_written", w["tokens"]),
@@ -1038,8 +1043,6 @@ class Pack(GlobalStage):
                 ("truncated_tokens", st.truncated_tokens),
                 ("truncated_docs", st.truncated_docs),
                 ("split_docs", st.split_docs),
-                ("remainder_rows_dropped", w["remainder_rows"]),
-                ("remainder_tokens_dropped", w["remainder_tokens"]),
                 ("concat_rows", concat_rows),
             ):
                 ctx.stats.count(f"{name}.{split}", value)

@@ -57,6 +57,7 @@ from dataprep.stats import LENGTH_EDGES, Histogram, StageStats, check_accounting
 READ_LABEL = "read"
 IO_CPU = "(read, parse, write documents)"  # a task's CPU seconds outside its stages
 COMPLETE = "complete.json"  # in OUT/work once the outputs are in place
+DECIDE_TASK = "decide"  # names a pass's rejected/ directory for the documents its decide drops
 OUTPUT_ENTRIES = (
     "manifest.json",
     "stats.json",
@@ -655,6 +656,11 @@ def _merge_task_stats(
                 bucket += items[: ReadReport.SAMPLES_PER_KIND - len(bucket)]
             if p.index == passes[-1].index:
                 kept.merge(Histogram.from_json(marker["kept_lengths"]))
+        decided = run.decided(p.index)
+        if p.index == passes[-1].index and decided.exists():  # documents its decide dropped
+            unkept = json.loads(decided.read_text()).get("unkept_lengths")
+            if unkept is not None:
+                kept.subtract(Histogram.from_json(unkept))
     return read, per_stage, samples, kept
 
 
@@ -761,7 +767,7 @@ def prepare(
         else:
             warm_ups = WarmUps.on_pool(stages, runner.submit, workers)
 
-        def driver_ctx(i: int, stats: StageStats) -> DriverContext:
+        def driver_ctx(i: int, stats: StageStats, rejected: RejectedWriter | None = None) -> DriverContext:
             work = run.stage_dir(i, labels[i])
             work.mkdir(parents=True, exist_ok=True)
             run.output.mkdir(parents=True, exist_ok=True)
@@ -777,6 +783,8 @@ def prepare(
                 parallel_map=runner.map,
                 background=getattr(runner, "submit", None),
                 while_waiting=partial(warm_ups.run_after, i),
+                label=labels[i],
+                rejected=rejected,
             )
 
         t0 = clock.start()
@@ -841,11 +849,17 @@ def prepare(
                     before = dict(artifacts)
                     st = stages[p.compute]
                     assert isinstance(st, GlobalStage)
-                    entries = st.decide(driver_ctx(p.compute, dstats))
+                    rejected = RejectedWriter(run.rejected(p.index, DECIDE_TASK))
+                    dctx = driver_ctx(p.compute, dstats, rejected)
+                    entries = st.decide(dctx)
+                    rejected.close()
+                    unkept = Histogram(LENGTH_EDGES)
+                    unkept.add(dctx.unkept_chars)
                     result = {
                         "manifest": entries or {},
                         "stats": dstats.to_json(),
                         "artifacts": {k: v for k, v in artifacts.items() if before.get(k) != v},
+                        "unkept_lengths": unkept.to_json(),
                     }
                     write_text_atomic(decided, json.dumps(result, ensure_ascii=False))
                 artifacts.update(result["artifacts"])
@@ -946,7 +960,9 @@ def _finalize(
             (final / "documents").mkdir(exist_ok=True)
             os.link(run.docs(last.index, t, final=True), final / "documents" / f"{t}.parquet")
     for label in [READ_LABEL, *labels]:
-        parts = [run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in task_ids]
+        parts = [
+            run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in [*task_ids, DECIDE_TASK]
+        ]
         parts = [x for x in parts if x.exists()]
         if parts:
             _concat_files(parts, final / "rejected" / f"{label}.jsonl.zst")

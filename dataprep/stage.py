@@ -76,6 +76,7 @@ class DriverContext:
     visible to later stages (and to workers of later passes). quiet: no progress bars. map(): run
     a module-level function over items on the run's workers (process pool or Ray cluster) — how a
     decide phase spreads its work, e.g. one call per hash partition; results in item order.
+    reject(): drop a document while deciding (a terminal stage, in ``decide``).
     """
 
     work_dir: Path
@@ -89,9 +90,26 @@ class DriverContext:
     parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
     background: Callable[[Callable[[Any], Any], Any], Any] | None = None
     while_waiting: Callable[[], None] | None = None  # run by run_isolated while the process works
+    label: str = ""  # the stage's label in the recipe
+    rejected: Any = None  # where ``reject`` writes (a RejectedWriter), in ``decide`` only
+    unkept_chars: list[int] = field(default_factory=list)  # characters of each document rejected
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value
+
+    def reject(self, drop: Drop, chars: int | None = None) -> None:
+        """Drop, in ``decide``, a document that reached this terminal stage and was so far
+        counted as kept (e.g. packing's dropped tail): counted under ``drop.reason``, taken off
+        docs_out, written to rejected/. ``chars``: its characters as the stage received them
+        (default: those of ``drop.doc.text``)."""
+        if self.rejected is None:
+            raise RuntimeError(f"{self.label}: documents can be rejected only while deciding")
+        chars = len(drop.doc.text) if chars is None else chars
+        self.stats.drop(drop.reason, chars)
+        self.stats.docs_out -= 1
+        self.stats.chars_out -= chars
+        self.unkept_chars.append(chars)
+        self.rejected.write(drop, self.label)
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         if self.parallel_map is None:

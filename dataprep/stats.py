@@ -43,6 +43,12 @@ class Histogram:
             raise ValueError("cannot merge histograms with different bin edges")
         self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
 
+    def subtract(self, other: Histogram) -> None:
+        """Take away the counts of ``other`` (values that were added and no longer count)."""
+        if list(other.edges) != list(self.edges):
+            raise ValueError("cannot subtract histograms with different bin edges")
+        self.counts = [a - b for a, b in zip(self.counts, other.counts, strict=True)]
+
     def total(self) -> int:
         return sum(self.counts)
 

@@ -51,7 +51,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep import stage as registry
-from dataprep.document import Document
+from dataprep.document import Document, Drop
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.formats.rowspool import (
     COUNTS,
@@ -407,6 +407,27 @@ def task_chunks(
                 cuts = [all_cuts[cut_off[i] : cut_off[i + 1]] for i in range(lo, hi)]
             yield DocChunk(tokens.astype(np.int32, copy=False), table[lo:hi, 0].copy(), cuts)
             lo = hi
+
+
+def last_documents(
+    work: Path, tasks: list[tuple[str, str]], split: str, count: int
+) -> list[tuple[str, str, int, np.ndarray]]:
+    """(id, source, characters, tokens without EOS) of the last ``count`` documents the ``tasks``
+    (task id, token spill type; in stream order) spilled for ``split``, in stream order."""
+    found: list[tuple[str, str, int, np.ndarray]] = []
+    for task_id, dtype in reversed(tasks):
+        if len(found) >= count:
+            break
+        with open(work / f"{task_id}.{split}.ids", encoding="utf-8") as f:
+            where = [w for line in f for w in json.loads(line)]
+        lengths = np.fromfile(work / f"{task_id}.{split}.docs", dtype="<i8").reshape(-1, 2)[:, 0]
+        tokens = np.memmap(work / f"{task_id}.{split}.tokens", dtype=dtype, mode="r")
+        ends = np.cumsum(lengths)
+        for k in range(len(lengths) - 1, max(len(lengths) - 1 - (count - len(found)), -1), -1):
+            doc_id, source, chars = where[k]
+            piece = np.asarray(tokens[int(ends[k] - lengths[k]) : int(ends[k])], dtype=np.int32)
+            found.append((doc_id, source, chars, piece))
+    return found[::-1]
 
 
 @dataclass
@@ -834,6 +855,8 @@ class Pack(GlobalStage):
                 )
             self._spill(ctx, split, "tokens").write(raw(flat, self._spill_dtype))
             self._spill(ctx, split, "docs").write(raw(table, "<i8"))
+            where = [[d.id, d.source, len(d.text)] for d in docs]  # to name documents dropped in decide
+            self._spill(ctx, split, "ids").write(json.dumps(where, ensure_ascii=False).encode() + b"\n")
             if any(cuts):
                 flat_cuts = np.asarray([c for cs in cuts for c in cs], dtype="<i4")
                 self._spill(ctx, split, "cuts").write(raw(flat_cuts, "<i4"))
@@ -905,6 +928,33 @@ class Pack(GlobalStage):
             else:
                 shares, stats, assign = _pack_per_task(ctx, base, tasks, key, bucket_rows, bar)
         return Spooled(spool_dir, merge_buckets(shares), assign, stats)
+
+    def _reject_tail(
+        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int, size: int, kept: int
+    ) -> None:
+        """Reject the last ``count`` documents of ``split``'s concat stream (``size`` tokens, EOS
+        included), whose EOS fell in the last partial row that ``tail: drop`` dropped: the
+        stream's first ``kept`` tokens are in the shards, and a document is in the shards if and
+        only if its EOS is. The text in rejected/ is decoded from the document's tokens."""
+        from dataprep.formats.tokenizer import load_tokenizer
+
+        tasks = [
+            (t, m.get("token_dtype", "<i4"))
+            for t, m in zip(ctx.task_ids, metas, strict=True)
+            if m[split]["documents"]
+        ]
+        docs = last_documents(ctx.work_dir, tasks, split, count)
+        tok = load_tokenizer(ctx.artifacts["tokenizer"]["local_path"])
+        start = size - sum(len(tokens) + 1 for *_, tokens in docs)
+        for doc_id, source, chars, tokens in docs:
+            stays = max(0, kept - start)
+            detail = "its EOS fell in the last partial row of the stream, which pack.tail: drop drops"
+            if stays:
+                detail += f"; its first {stays} of {len(tokens)} tokens end the last row kept"
+            doc = Document(id=doc_id, text=tok.decode(tokens), source=source)
+            extra = {"split": split, "tokens": len(tokens), "tokens_in_shards": stays}
+            ctx.reject(Drop(doc, "tail_dropped", detail=detail, extra=extra), chars=chars)
+            start += len(tokens) + 1
 
     def _dtype(self, vocab_size: int) -> str:
         if self.params.dtype == "auto":
@@ -995,6 +1045,10 @@ class Pack(GlobalStage):
         shutil.rmtree(parts_dir, ignore_errors=True)
         for writer in writers:
             writer.commit()
+        for split, sp in spooled.items():  # documents whose EOS fell in a dropped tail
+            if sp.stats.eos_dropped:
+                size = totals[split]["doc_tokens"] + totals[split]["documents"]
+                self._reject_tail(ctx, split, metas, sp.stats.eos_dropped, size, size - sp.stats.tail_dropped)
         # 3. accounting and manifest
         splits_out: dict[str, Any] = {}
         for split, w in written.items():

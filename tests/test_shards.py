@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from test_shards_support import corpus_texts, run_prepare, small_tokenizer, write_corpus
 
+from dataprep.docstore import read_rejected
 from dataprep.formats import mindrecord_files, open_bin
 from dataprep.formats.dataset import iter_mindrecord_file
 from dataprep.formats.tokenizer import load_tokenizer
@@ -61,6 +62,16 @@ def test_round_trip_in_order(setup, pack):
         assert train["dropped"]["tail_tokens"] > 0
         assert decoded == texts[: len(decoded)]
         assert len(decoded) == train["documents"] - train["dropped"]["eos"]
+        # a document is in the shards iff its EOS is: the others are dropped, in rejected/
+        rejected = list(read_rejected(out / "rejected" / "pack.jsonl.zst"))
+        assert [r["text"] for r in rejected] == texts[len(decoded) :] and train["dropped"]["eos"] > 0
+        assert {r["reason"] for r in rejected} == {"tail_dropped"}
+        assert "tokens end the last row kept" in rejected[0]["detail"]  # its head is in the shards
+        stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+        assert stats["totals"]["kept"] == manifest["documents"]["kept"] == len(decoded)
+        assert stats["totals"]["dropped_by_reason"]["pack/tail_dropped"] == len(rejected)
+        assert stats["length_chars"]["kept"]["counts"] != stats["length_chars"]["read"]["counts"]
+        assert sum(stats["length_chars"]["kept"]["counts"]) == len(decoded)
     else:
         assert decoded == texts
     assert train["tokens"] == train["doc_tokens"] + train["documents"] - train["dropped"]["tail_tokens"]
@@ -217,6 +228,10 @@ def test_a_split_too_short_for_one_row_gets_no_files(setup):
     assert validation["documents"] > 0 and validation["rows"] == 0 and validation["files"] == []
     assert validation["dropped"]["tail_tokens"] == validation["doc_tokens"] + validation["documents"]
     assert m["shards"]["splits"]["train"]["rows"] > 0
+    dropped = list(read_rejected(base / "short-validation" / "rejected" / "pack.jsonl.zst"))
+    assert {r["reason"] for r in dropped} == {"tail_dropped"}
+    assert sum(r["extra"]["split"] == "validation" for r in dropped) == validation["documents"]
+    assert m["documents"]["kept"] == m["shards"]["splits"]["train"]["eos_tokens"]
     from dataprep.formats.verify import verify
 
     assert verify(base / "short-validation") == []

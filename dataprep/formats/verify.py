@@ -5,9 +5,10 @@ and sha256; equal files hold equal rows and a remainder file fewer rows than the
 every row is well formed (ids in [0, vocab_size), boundaries increasing and within
 the row, padding = pad_id); per file and per split the rows, tokens and EOS counted in the data
 equal the manifest; the manifest's token accounting adds up (tokens = Σ document tokens +
-documents - dropped; EOS = documents - dropped EOS; rows * row_length = tokens + padding); and the
-MindRecord and .bin files carry the same rows (input_ids, actual_seq_len, loss_mask) in the same
-order. Every problem is reported with the file and the number that differs.
+documents - dropped; EOS = documents - dropped EOS; rows * row_length = tokens + padding); the
+documents kept are the EOS in the shards; and the MindRecord and .bin files carry the same rows
+(input_ids, actual_seq_len, loss_mask) in the same order. Every problem is reported with the
+file and the number that differs.
 """
 
 from __future__ import annotations
@@ -151,9 +152,9 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
     L = shards["row_length"]
     if shards["seq_length"] + 1 != L:
         problems.add(f"manifest: row_length {L} != seq_length + 1")
-    total_docs = 0
+    in_shards = 0  # documents whose EOS is in the shards: the kept ones
     for split, info in shards["splits"].items():
-        total_docs += info["documents"]
+        in_shards += info["eos_tokens"]
         d = info["dropped"]
         dropped_tokens = (
             d["tail_tokens"] + d["truncated_tokens"] + d.get("remainder_tokens", 0)
@@ -240,8 +241,8 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
         if progress:
             print(f"checked {split}: {info['rows']} rows", file=sys.stderr)
     kept = manifest.get("documents", {}).get("kept")
-    if kept is not None and kept != total_docs:
-        problems.add(f"manifest: {kept} documents kept but the splits hold {total_docs}")
+    if kept is not None and kept != in_shards:
+        problems.add(f"manifest: {kept} documents kept but the shards hold {in_shards} (one EOS each)")
     return problems.items
 
 

@@ -64,7 +64,7 @@ from dataprep.formats.rowspool import (
     scatter_bucket,
 )
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, ShardPlan, shard_plan, write_shard_file
-from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, param, register
+from dataprep.stage import DriverContext, GlobalStage, NothingLeft, RecipeError, StageContext, param, register
 
 SPLITS = ("train", "validation")
 CHUNK_TOKENS = 1 << 22
@@ -929,13 +929,11 @@ class Pack(GlobalStage):
                 shares, stats, assign = _pack_per_task(ctx, base, tasks, key, bucket_rows, bar)
         return Spooled(spool_dir, merge_buckets(shares), assign, stats)
 
-    def _reject_tail(
-        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int, size: int, kept: int
-    ) -> None:
-        """Reject the last ``count`` documents of ``split``'s concat stream (``size`` tokens, EOS
-        included), whose EOS fell in the last partial row that ``tail: drop`` dropped: the
-        stream's first ``kept`` tokens are in the shards, and a document is in the shards if and
-        only if its EOS is. The text in rejected/ is decoded from the document's tokens."""
+    def _last_documents(
+        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int
+    ) -> list[tuple[Document, int, int]]:
+        """(document with its text decoded from its tokens, its characters when it reached this
+        stage, its tokens) of the last ``count`` documents of ``split``'s stream, in stream order."""
         from dataprep.formats.tokenizer import load_tokenizer
 
         tasks = [
@@ -943,18 +941,65 @@ class Pack(GlobalStage):
             for t, m in zip(ctx.task_ids, metas, strict=True)
             if m[split]["documents"]
         ]
-        docs = last_documents(ctx.work_dir, tasks, split, count)
         tok = load_tokenizer(ctx.artifacts["tokenizer"]["local_path"])
-        start = size - sum(len(tokens) + 1 for *_, tokens in docs)
-        for doc_id, source, chars, tokens in docs:
+        return [
+            (Document(id=doc_id, text=tok.decode(tokens), source=source), chars, len(tokens))
+            for doc_id, source, chars, tokens in last_documents(ctx.work_dir, tasks, split, count)
+        ]
+
+    def _reject_tail(
+        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int, size: int, kept: int
+    ) -> None:
+        """Reject the last ``count`` documents of ``split``'s concat stream (``size`` tokens, EOS
+        included), whose EOS fell in the last partial row that ``tail: drop`` dropped: the
+        stream's first ``kept`` tokens are in the shards, and a document is in the shards if and
+        only if its EOS is."""
+        docs = self._last_documents(ctx, split, metas, count)
+        start = size - sum(n + 1 for *_, n in docs)
+        for doc, chars, n in docs:
             stays = max(0, kept - start)
             detail = "its EOS fell in the last partial row of the stream, which pack.tail: drop drops"
             if stays:
-                detail += f"; its first {stays} of {len(tokens)} tokens end the last row kept"
-            doc = Document(id=doc_id, text=tok.decode(tokens), source=source)
-            extra = {"split": split, "tokens": len(tokens), "tokens_in_shards": stays}
+                detail += f"; its first {stays} of {n} tokens end the last row kept"
+            extra = {"split": split, "tokens": n, "tokens_in_shards": stays}
             ctx.reject(Drop(doc, "tail_dropped", detail=detail, extra=extra), chars=chars)
-            start += len(tokens) + 1
+            start += n + 1
+
+    def _nothing_to_train_on(
+        self, ctx: DriverContext, metas: list[dict[str, Any]], totals: dict[str, Any]
+    ) -> None:
+        """No train row can be made: reject every document and end the run. No document reached
+        the train split: ``no_train_documents``; its stream is shorter than a row under ``tail:
+        drop``: ``tail_dropped`` (train) and ``no_train_rows`` (validation)."""
+        p = self.params
+        train = totals["train"]
+        if train["documents"] == 0:
+            why = (
+                f"no document reached the train split: the {totals['validation']['documents']} left went "
+                f"to validation (pack.validation_fraction={p.validation_fraction})"
+            )
+            reasons = {"validation": "no_train_documents"}
+        else:
+            why = (
+                f"the train split holds {train['doc_tokens'] + train['documents']} tokens, less than one "
+                f"row of {p.seq_length + 1}, and pack.tail: drop keeps no partial row"
+            )
+            reasons = {"train": "tail_dropped", "validation": "no_train_rows"}
+        for split in SPLITS:
+            for doc, chars, n in self._last_documents(ctx, split, metas, totals[split]["documents"]):
+                drop = Drop(doc, reasons[split], detail=why, extra={"split": split, "tokens": n})
+                ctx.reject(drop, chars=chars)
+        raise NothingLeft(f"pack: {why}")
+
+    def drop_hint(self, reason: str, label: str) -> str | None:
+        p = self.params
+        if reason in ("tail_dropped", "no_train_rows"):
+            return (
+                f"set {label}.tail: pad, or lower {label}.seq_length (now {p.seq_length}), or add documents"
+            )
+        if reason == "no_train_documents":
+            return f"add documents, or lower {label}.validation_fraction (now {p.validation_fraction})"
+        return super().drop_hint(reason, label)
 
     def _dtype(self, vocab_size: int) -> str:
         if self.params.dtype == "auto":
@@ -993,10 +1038,11 @@ class Pack(GlobalStage):
             )
         if max(max_id, eos, pad) >= (UINT16_LIMIT if dtype == "uint16" else 1 << 31):
             raise RecipeError(f"pack.dtype {dtype} cannot hold token id {max(max_id, eos, pad)}; use int32")
-        if totals["train"]["documents"] == 0:
-            raise RecipeError(
-                "pack: no documents reached the train split (all dropped, or validation_fraction too high)"
-            )
+        train_tokens = totals["train"]["doc_tokens"] + totals["train"]["documents"]
+        if totals["train"]["documents"] == 0 or (
+            p.packing == "concat" and p.tail == "drop" and train_tokens < L
+        ):
+            self._nothing_to_train_on(ctx, metas, totals)
         # (what a writer needs was imported ahead, while the tokenizer trained: see warm_ups;
         # a process that missed it imports it with its first file)
         # 1. pack every split into its spool (shuffle buckets)

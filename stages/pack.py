@@ -7,7 +7,9 @@ files for that split.
 decide: per split, the spills are packed in task order (stream order):
 
 * ``concat``: one EOS after each document, the stream cut into rows; documents span rows. The
-  last partial row is padded (``tail: pad``) or dropped (``tail: drop``), counted either way.
+  last partial row is padded (``tail: pad``) or dropped (``tail: drop``), counted either way;
+  the documents whose EOS it held are rejected (``tail_dropped``): a document is kept, in the
+  shards, exactly when its EOS is.
 * ``pad``: one document per row, padded; a document longer than a row is split into several rows
   (``long_docs: split``, at paragraph cuts when the tokenizer recorded them) or truncated
   (``long_docs: truncate``: its first row_length - 1 tokens plus the EOS are kept).
@@ -24,6 +26,8 @@ multiple of ``shard_multiple``; the ``rows mod files`` rows left over (the last 
 order) go to the remainder file ``train-remainder``, so no row is lost (``equal_shards``; see
 :mod:`dataprep.formats.shardplan`). Token accounting is checked before the manifest is written:
 tokens = Σ document tokens + documents (EOS) - dropped; EOS written = documents - EOS dropped.
+When no train row can be made (no train document, or under ``tail: drop`` fewer train tokens
+than a row) every document is rejected and decide raises NothingLeft: the run ends there.
 
 Where it runs: on the workers. ``concat``: one job per run of consecutive tasks; each task's
 stream offset is known from the counts the tasks reported, so a job numbers its rows itself, and

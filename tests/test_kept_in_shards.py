@@ -135,26 +135,41 @@ def test_the_run_verifies_and_the_rows_left_over_by_equal_files_are_in_the_remai
 
 
 @pytest.mark.parametrize("fmt", ["bin", "mindrecord"])
-def test_every_dp_rank_reads_as_many_rows_and_an_epoch_reads_every_row(run, fmt: str) -> None:
-    """The pretraining loader over the split's files (equal ones and the remainder), 3 dp ranks."""
-    from pretrain.data import RowSource
+def test_every_dp_rank_reads_as_many_rows_and_the_remainder_rows_are_trained_on(run, fmt: str) -> None:
+    """The pretraining loader over the split's files (equal ones and the remainder), 3 dp ranks,
+    two epochs: ranks read the same number of rows, an epoch reads every row but fewer than one
+    global batch, and the remainder file's rows are among those read."""
+    from pretrain.data import RowSource, StepLoader
 
     out, _, manifest = run
+    shards = manifest["shards"]
     split = open_split(out, "train", fmt)
     assert split.files[-1].name.startswith("train-remainder")
     dp = 3
-    per_rank = []
+    read: list[list[set[bytes]]] = []  # per rank, per epoch
     for dp_rank in range(dp):
         src = RowSource(split, dp, dp_rank, seed=3, shuffle=True)
-        rows = [b["input_ids"][0].astype(np.int32).tobytes() for b in src.batches(0, 1, 0, src.rows_per_rank)]
-        per_rank.append(rows)
-    shards = manifest["shards"]
-    assert [len(r) for r in per_rank] == [-(-shards["splits"]["train"]["rows"] // dp)] * dp
-    read = {r for rows in per_rank for r in rows}
-    assert read == {r for r, _ in shard_rows(out, manifest, "train", "bin")}
+        assert src.total_rows == shards["splits"]["train"]["rows"]
+        probe = StepLoader(src, 1, 1, shards["eos_id"], shards["pad_id"], 0, 0)
+        per_epoch = probe.steps_per_epoch
+        probe.close()
+        loader = StepLoader(src, 1, 1, shards["eos_id"], shards["pad_id"], 0, 2 * per_epoch)
+        epochs: list[list[bytes]] = [[], []]
+        try:
+            for step, micro in loader:
+                for f in micro:
+                    for row in np.c_[f["input_ids"], f["labels"][:, -1:]]:
+                        epochs[step // per_epoch].append(row.astype(np.int32).tobytes())
+        finally:
+            loader.close()
+        assert [len(e) for e in epochs] == [per_epoch, per_epoch]
+        read.append([set(e) for e in epochs])
+    everything = {r for r, _ in shard_rows(out, manifest, "train", "bin")}
+    for epoch in range(2):
+        assert len(everything - set().union(*(rank[epoch] for rank in read))) < dp
     rest = next(f for f in shards["splits"]["train"]["files"] if f["format"] == "bin" and f.get("remainder"))
     batches = iter_bin_file(
         out / rest["path"], out / rest["index"]["path"], shards["dtype"], shards["row_length"]
     )
     remainder_rows = {row.astype(np.int32).tobytes() for batch in batches for row in batch.tokens}
-    assert remainder_rows and remainder_rows <= read
+    assert remainder_rows and remainder_rows <= set().union(*(e for rank in read for e in rank))

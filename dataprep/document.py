@@ -65,6 +65,14 @@ class Document:
             return self._meta_json or ""
         return _META_ENCODER.encode(self._meta) if self._meta else ""
 
+    @property
+    def where(self) -> str:
+        """Where the document came from: ``file:line`` when its id says so (documents without an id
+        of their own), else ``file (id X)``."""
+        if self.source and self.id.startswith(f"{self.source}:"):
+            return self.id
+        return f"{self.source} (id {self.id})" if self.source else self.id
+
     def _key(self) -> tuple[Any, ...]:
         return (self.id, self.text, self.source, self.meta, self.tokens)
 

@@ -41,6 +41,7 @@ from dataprep import stage as registry
 from dataprep.docstore import FRAMES_SUFFIX, PARQUET_SUFFIX, DocWriter, RejectedWriter, read_docs
 from dataprep.document import Document, Drop
 from dataprep.io import write_text_atomic
+from dataprep.outcome import nothing_left_message, read_hint
 from dataprep.plan import InputFile, Plan, expand_inputs, make_plan
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe, recipe_from_resolved
@@ -48,6 +49,7 @@ from dataprep.stage import (
     DriverContext,
     GlobalStage,
     MapStage,
+    NothingLeft,
     ReadReport,
     Stage,
     StageContext,
@@ -57,6 +59,7 @@ from dataprep.stats import LENGTH_EDGES, Histogram, StageStats, check_accounting
 READ_LABEL = "read"
 IO_CPU = "(read, parse, write documents)"  # a task's CPU seconds outside its stages
 COMPLETE = "complete.json"  # in OUT/work once the outputs are in place
+DECIDE_TASK = "decide"  # names a pass's rejected/ directory for the documents its decide drops
 OUTPUT_ENTRIES = (
     "manifest.json",
     "stats.json",
@@ -72,6 +75,11 @@ OUTPUT_ENTRIES = (
 
 class RunError(RuntimeError):
     """The run cannot go on; the message says what to do."""
+
+
+class NothingLeftError(RunError):
+    """The run ended with no document left (its stats.json and report.html are written); the
+    message counts the documents read and dropped by reason and says what to change."""
 
 
 @dataclass
@@ -216,7 +224,7 @@ def _account(
         kept = []
         for r in results:
             if isinstance(r, Drop):
-                stats.drop(r.reason, len(r.doc.text))
+                stats.drop(r.reason, len(r.doc.text), r.doc.where)
                 rejected.write(r, label)
             else:
                 kept.append(r)
@@ -655,6 +663,11 @@ def _merge_task_stats(
                 bucket += items[: ReadReport.SAMPLES_PER_KIND - len(bucket)]
             if p.index == passes[-1].index:
                 kept.merge(Histogram.from_json(marker["kept_lengths"]))
+        decided = run.decided(p.index)
+        if p.index == passes[-1].index and decided.exists():  # documents its decide dropped
+            unkept = json.loads(decided.read_text()).get("unkept_lengths")
+            if unkept is not None:
+                kept.subtract(Histogram.from_json(unkept))
     return read, per_stage, samples, kept
 
 
@@ -715,7 +728,10 @@ def prepare(
     executor: str = "local",
     ray_address: str | None = None,
 ) -> dict[str, Any]:
-    """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json."""
+    """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json.
+    A run that ends with no document left writes its outputs (stats.json, report.html, rejected/)
+    and raises NothingLeftError, whose one line counts the documents read, the drops by reason
+    (with where the largest reason's first drop came from) and says what to change."""
     started = time.monotonic()
     clock = PhaseClock()
     begun = clock.start()
@@ -731,7 +747,7 @@ def prepare(
     if resumed and (run.work / COMPLETE).exists() and (run.out / "stats.json").exists():
         if not quiet:
             _log(f"{run.out}: this run is already complete (same recipe, seed and inputs); nothing to do")
-        return json.loads((run.out / "stats.json").read_text(encoding="utf-8"))
+        return _succeeded(json.loads((run.out / "stats.json").read_text(encoding="utf-8")), run.out)
     if resumed and not quiet:
         _log(f"resuming the run in {run.out} (completed work is kept)")
     write_text_atomic(
@@ -761,7 +777,7 @@ def prepare(
         else:
             warm_ups = WarmUps.on_pool(stages, runner.submit, workers)
 
-        def driver_ctx(i: int, stats: StageStats) -> DriverContext:
+        def driver_ctx(i: int, stats: StageStats, rejected: RejectedWriter | None = None) -> DriverContext:
             work = run.stage_dir(i, labels[i])
             work.mkdir(parents=True, exist_ok=True)
             run.output.mkdir(parents=True, exist_ok=True)
@@ -777,12 +793,15 @@ def prepare(
                 parallel_map=runner.map,
                 background=getattr(runner, "submit", None),
                 while_waiting=partial(warm_ups.run_after, i),
+                label=labels[i],
+                rejected=rejected,
             )
 
         t0 = clock.start()
         for i, st in enumerate(stages):
             st.setup(driver_ctx(i, driver_stats[labels[i]]))
         clock.stop("setup", t0)
+        stopped: int | None = None  # the pass whose decide found nothing left, if any
         for p in passes:
             write_text_atomic(run.work / "artifacts.json", json.dumps(artifacts, ensure_ascii=False))
             todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
@@ -841,17 +860,35 @@ def prepare(
                     before = dict(artifacts)
                     st = stages[p.compute]
                     assert isinstance(st, GlobalStage)
-                    entries = st.decide(driver_ctx(p.compute, dstats))
+                    rejected = RejectedWriter(run.rejected(p.index, DECIDE_TASK))
+                    dctx = driver_ctx(p.compute, dstats, rejected)
+                    dctx.docs_in = sum(
+                        json.loads(run.marker(p.index, t).read_text())["stages"][label]["docs_in"]
+                        for t in task_ids
+                    )
+                    nothing_left = ""
+                    try:
+                        entries = st.decide(dctx)
+                    except NothingLeft as e:  # the stage rejected what it had: the run ends here
+                        entries, nothing_left = {}, str(e)
+                    rejected.close()
+                    unkept = Histogram(LENGTH_EDGES)
+                    unkept.add(dctx.unkept_chars)
                     result = {
                         "manifest": entries or {},
                         "stats": dstats.to_json(),
                         "artifacts": {k: v for k, v in artifacts.items() if before.get(k) != v},
+                        "unkept_lengths": unkept.to_json(),
+                        "nothing_left": nothing_left,
                     }
                     write_text_atomic(decided, json.dumps(result, ensure_ascii=False))
                 artifacts.update(result["artifacts"])
                 manifest_parts.append(result["manifest"])
                 driver_stats[label].merge(StageStats.from_json(result["stats"]))
                 clock.stop(f"decide.{label}", t0)
+                if result.get("nothing_left"):
+                    stopped = p.index
+                    break
             if not keep_work:  # what the next pass no longer reads
                 if p.index == 0:
                     shutil.rmtree(run.work / "inputs", ignore_errors=True)
@@ -865,13 +902,14 @@ def prepare(
                 drawn = None
             clock.stop("report.draw_ahead", t0)
         clock.runner = None  # its workers are reaped on leaving: their CPU moves to os.times()
-    cpu_seconds = _cpu_seconds(run, passes, task_ids)
+    ran = passes if stopped is None else passes[: stopped + 1]
+    cpu_seconds = _cpu_seconds(run, ran, task_ids)
     t0 = clock.start()
     stats = _finalize(
         run,
         recipe,
         plan,
-        passes,
+        ran,
         labels,
         stages,
         task_ids,
@@ -882,6 +920,7 @@ def prepare(
         hashes,
         files,
         drawn,
+        stopped is not None,
     )
     clock.stop("finalize", t0)
     total = time.monotonic() - started
@@ -900,8 +939,15 @@ def prepare(
         for entry in run.work.iterdir():
             if entry.name not in ("run.json", COMPLETE):
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    if not quiet:
+    if not quiet and "outcome" not in stats:
         _summary(stats, run.out, total)
+    return _succeeded(stats, run.out)
+
+
+def _succeeded(stats: dict[str, Any], out: Path) -> dict[str, Any]:
+    """``stats``, unless the run in ``out`` left no document: then NothingLeftError with its line."""
+    if "outcome" in stats:
+        raise NothingLeftError(f"{stats['outcome']['message']}; see {out}/report.html")
     return stats
 
 
@@ -920,9 +966,12 @@ def _finalize(
     hashes: dict[str, str | None],
     files: list[Any],
     drawn: dict[str, str] | None = None,
+    stopped: bool = False,
 ) -> dict[str, Any]:
     """Assemble stats.json, manifest.json, recipe.yaml, report.html (with the plots drawn ahead of
-    time in ``drawn``, if any) and move the outputs into OUT."""
+    time in ``drawn``, if any) and move the outputs into OUT. ``passes``: those that ran;
+    ``stopped``: the run ended early with no document left (no documents/ output). When no
+    document is left, stats.json's ``outcome`` holds the line the run fails with."""
     from dataprep.report import write_report
 
     all_stats, samples, kept_lengths = _collect_stats(
@@ -934,6 +983,9 @@ def _finalize(
     totals["dropped_by_reason"] = {
         f"{label}/{reason}": n for label in order for reason, n in sorted(all_stats[label].drops.items())
     }
+    hints = {f"{READ_LABEL}/{r}": read_hint(r, recipe.input) for r in all_stats[READ_LABEL].drops}
+    for label, st in zip(labels, stages, strict=True):
+        hints |= {f"{label}/{r}": st.drop_hint(r, label) for r in all_stats[label].drops}
     final = run.final
     if final.exists():
         shutil.rmtree(final)
@@ -941,12 +993,14 @@ def _finalize(
     if run.output.exists():
         _link_tree(run.output, final)
     last = passes[-1]
-    if last.compute is None or not getattr(stages[last.compute], "terminal", False):
+    if not stopped and (last.compute is None or not getattr(stages[last.compute], "terminal", False)):
         for t in task_ids:
             (final / "documents").mkdir(exist_ok=True)
             os.link(run.docs(last.index, t, final=True), final / "documents" / f"{t}.parquet")
     for label in [READ_LABEL, *labels]:
-        parts = [run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in task_ids]
+        parts = [
+            run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in [*task_ids, DECIDE_TASK]
+        ]
         parts = [x for x in parts if x.exists()]
         if parts:
             _concat_files(parts, final / "rejected" / f"{label}.jsonl.zst")
@@ -964,6 +1018,9 @@ def _finalize(
         "totals": totals,
         "length_chars": _length_entries(all_stats, kept_lengths),
     }
+    if totals["kept"] == 0:
+        message = nothing_left_message(stats, {k: v for k, v in hints.items() if v}, recipe.input)
+        stats["outcome"] = {"status": "nothing_left", "message": message}
     manifest: dict[str, Any] = {
         "format_version": 1,
         "dataprep_version": __version__,

@@ -218,6 +218,11 @@ def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str
         f"{stats['input']['bytes']:,} bytes, {stats['input']['tasks']} tasks · "
         f"<b>{totals['docs_in']:,}</b> documents read, <b>{totals['kept']:,}</b> kept, "
         f"<b>{totals['dropped']:,}</b> dropped</p>",
+        *(
+            [f"<p class='outcome'><b>The run failed:</b> {html.escape(stats['outcome']['message'])}</p>"]
+            if stats.get("outcome")
+            else []
+        ),
         "<h2>Funnel</h2>",
         funnel,
         _table(
@@ -264,6 +269,7 @@ def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str
         "td:first-child{text-align:left}pre{background:#f6f6f6;padding:1em;font-size:12px}"
         "table.examples td{text-align:left;vertical-align:top;white-space:pre-wrap;max-width:360px;"
         "font-size:12px}mark{background:#ffd966}"
+        ".outcome{background:#fbe3e3;border:1px solid #c05050;padding:.6em}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>dataprep report</title>"

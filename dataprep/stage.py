@@ -43,6 +43,13 @@ class RecipeError(ValueError):
     """The recipe (or a stage's parameters) is invalid; the message says what to change."""
 
 
+class NothingLeft(RuntimeError):
+    """Raised by a global stage's ``decide`` that has nothing left to work on (e.g. packing with no
+    document for the train split), after rejecting (:meth:`DriverContext.reject`) every document
+    it received: the run ends there, with stats.json and report.html, and fails saying what
+    dropped the documents."""
+
+
 @dataclass
 class NoParams:
     """A stage without parameters."""
@@ -76,6 +83,7 @@ class DriverContext:
     visible to later stages (and to workers of later passes). quiet: no progress bars. map(): run
     a module-level function over items on the run's workers (process pool or Ray cluster) — how a
     decide phase spreads its work, e.g. one call per hash partition; results in item order.
+    reject(): drop a document while deciding (a terminal stage, in ``decide``).
     """
 
     work_dir: Path
@@ -89,9 +97,27 @@ class DriverContext:
     parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
     background: Callable[[Callable[[Any], Any], Any], Any] | None = None
     while_waiting: Callable[[], None] | None = None  # run by run_isolated while the process works
+    label: str = ""  # the stage's label in the recipe
+    docs_in: int = 0  # in ``decide``: the documents that reached this stage's ``compute``
+    rejected: Any = None  # where ``reject`` writes (a RejectedWriter), in ``decide`` only
+    unkept_chars: list[int] = field(default_factory=list)  # characters of each document rejected
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value
+
+    def reject(self, drop: Drop, chars: int | None = None) -> None:
+        """Drop, in ``decide``, a document that reached this terminal stage and was so far
+        counted as kept (e.g. packing's dropped tail): counted under ``drop.reason``, taken off
+        docs_out, written to rejected/. ``chars``: its characters as the stage received them
+        (default: those of ``drop.doc.text``)."""
+        if self.rejected is None:
+            raise RuntimeError(f"{self.label}: documents can be rejected only while deciding")
+        chars = len(drop.doc.text) if chars is None else chars
+        self.stats.drop(drop.reason, chars, drop.doc.where)
+        self.stats.docs_out -= 1
+        self.stats.chars_out -= chars
+        self.unkept_chars.append(chars)
+        self.rejected.write(drop, self.label)
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         if self.parallel_map is None:
@@ -125,6 +151,10 @@ class IsolatedProcess:
         self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
         if warm_up is not None:
             self._pool.submit(warm_up, None)  # the process starts with its first call
+
+    def close(self) -> None:
+        """End the process without a call."""
+        self._pool.shutdown()
 
     def run(self, fn: Callable[[Any], Any], arg: Any, while_waiting: Callable[[], None] | None = None) -> Any:
         """fn(arg) in the process, which then exits; ``while_waiting()`` runs here meanwhile."""
@@ -161,6 +191,16 @@ class Stage:
 
     def begin_task(self, ctx: StageContext) -> None:
         """Called in the worker before the first batch of every task: reset per-task state."""
+
+    def drop_hint(self, reason: str, label: str) -> str | None:
+        """What to change in the recipe when this stage (``label`` in the recipe) drops most
+        documents for ``reason``: one short clause, or None when nothing here is to change (e.g.
+        a deduplication keeps one of each). Default: loosen its parameters or remove it."""
+        values = [f"{name}={getattr(self.params, name)!r}" for name, *_ in param_fields(type(self.params))]
+        if not values:
+            return f"take {label} out of the recipe"
+        shown = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
+        return f"loosen {label} ({shown}; `dataprep stages` lists them) or take it out of the recipe"
 
 
 class MapStage(Stage):
@@ -324,7 +364,7 @@ class ReadReport:
                 f"{where}: {message} (input.on_error is 'stop'; fix the input or set it to 'skip')"
             )
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        self.stats.drop(kind, len(text))
+        self.stats.drop(kind, len(text), where)
         self._sample(kind, where, message)
         if self.rejected is not None:
             self.rejected.write(

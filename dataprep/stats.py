@@ -43,6 +43,12 @@ class Histogram:
             raise ValueError("cannot merge histograms with different bin edges")
         self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
 
+    def subtract(self, other: Histogram) -> None:
+        """Take away the counts of ``other`` (values that were added and no longer count)."""
+        if list(other.edges) != list(self.edges):
+            raise ValueError("cannot subtract histograms with different bin edges")
+        self.counts = [a - b for a, b in zip(self.counts, other.counts, strict=True)]
+
     def total(self) -> int:
         return sum(self.counts)
 
@@ -58,6 +64,9 @@ class Histogram:
 class StageStats:
     """What one stage did: documents and characters in and out, drops by reason, named event
     counters (e.g. ``pii.email``) and score histograms. Invariant: docs_in = docs_out + Σ drops.
+
+    first_drop: per reason, where its first drop came from (``file:line``, or ``file (id X)``);
+    first in task order, as stats merge in task order.
 
     examples: a few illustrations for report.html (at most MAX_EXAMPLES, kept in merge order, so
     task order), each ``{"title": str, "items": [{"label": str, "text": str}, ...]}``; the report
@@ -75,6 +84,7 @@ class StageStats:
     counters: Counter[str] = field(default_factory=Counter)
     histograms: dict[str, Histogram] = field(default_factory=dict)
     examples: list[dict[str, Any]] = field(default_factory=list)
+    first_drop: dict[str, str] = field(default_factory=dict)
 
     def add_example(self, title: str, items: list[dict[str, str]], compare: bool = False) -> None:
         """Record an illustration for the report (ignored once MAX_EXAMPLES are kept). ``compare``:
@@ -97,9 +107,12 @@ class StageStats:
             h = self.histograms[name] = Histogram(list(edges))
         return h
 
-    def drop(self, reason: str, chars: int) -> None:
+    def drop(self, reason: str, chars: int, where: str = "") -> None:
+        """Count a dropped document of ``chars`` characters; ``where``: where it came from."""
         self.drops[reason] += 1
         self.dropped_chars[reason] += chars
+        if where and reason not in self.first_drop:
+            self.first_drop[reason] = where
 
     def merge(self, other: StageStats) -> None:
         self.docs_in += other.docs_in
@@ -115,6 +128,8 @@ class StageStats:
             else:
                 self.histograms[name] = Histogram(list(h.edges), list(h.counts))
         self.examples += other.examples[: max(self.MAX_EXAMPLES - len(self.examples), 0)]
+        for reason, where in other.first_drop.items():
+            self.first_drop.setdefault(reason, where)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -129,6 +144,8 @@ class StageStats:
         }
         if self.examples:
             out["examples"] = self.examples
+        if self.first_drop:
+            out["first_drop"] = dict(sorted(self.first_drop.items()))
         return out
 
     @classmethod
@@ -143,6 +160,7 @@ class StageStats:
             counters=Counter(d["counters"]),
             histograms={k: Histogram.from_json(h) for k, h in d["histograms"].items()},
             examples=list(d.get("examples", [])),
+            first_drop=dict(d.get("first_drop", {})),
         )
 
 

@@ -138,6 +138,9 @@ class ExactDedup(GlobalStage):
         self._rows = 0
         self._replay: DecisionReplay | None = None
 
+    def drop_hint(self, reason: str, label: str) -> str | None:
+        return None  # one copy of each text is kept: nothing to loosen
+
     def begin_task(self, ctx: StageContext) -> None:
         self._spill, self._ids, self._rows = KeySpill(), IdSpill(), 0
         self._replay = None

@@ -7,7 +7,9 @@ files for that split.
 decide: per split, the spills are packed in task order (stream order):
 
 * ``concat``: one EOS after each document, the stream cut into rows; documents span rows. The
-  last partial row is padded (``tail: pad``) or dropped (``tail: drop``), counted either way.
+  last partial row is padded (``tail: pad``) or dropped (``tail: drop``), counted either way;
+  the documents whose EOS it held are rejected (``tail_dropped``): a document is kept, in the
+  shards, exactly when its EOS is.
 * ``pad``: one document per row, padded; a document longer than a row is split into several rows
   (``long_docs: split``, at paragraph cuts when the tokenizer recorded them) or truncated
   (``long_docs: truncate``: its first row_length - 1 tokens plus the EOS are kept).
@@ -20,9 +22,12 @@ Every row carries ``actual_seq_len`` (cumulative ends of its document pieces). R
 through a seeded, bounded-memory shuffle (:mod:`dataprep.formats.rowspool`: rows scattered into
 buckets of at most ``shuffle_buffer_mb``, each bucket permuted) and are written, in the same
 order, by every writer in ``writers``. Train files hold equal row counts and their number is a
-multiple of ``shard_multiple``: the last ``rows mod files`` rows of the train stream are dropped
-and counted (``equal_shards``). Token accounting is checked before the manifest is written:
+multiple of ``shard_multiple``; the ``rows mod files`` rows left over (the last of the final
+order) go to the remainder file ``train-remainder``, so no row is lost (``equal_shards``; see
+:mod:`dataprep.formats.shardplan`). Token accounting is checked before the manifest is written:
 tokens = Σ document tokens + documents (EOS) - dropped; EOS written = documents - EOS dropped.
+When no train row can be made (no train document, or under ``tail: drop`` fewer train tokens
+than a row) every document is rejected and decide raises NothingLeft: the run ends there.
 
 Where it runs: on the workers. ``concat``: one job per run of consecutive tasks; each task's
 stream offset is known from the counts the tasks reported, so a job numbers its rows itself, and
@@ -50,7 +55,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep import stage as registry
-from dataprep.document import Document
+from dataprep.document import Document, Drop
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.formats.rowspool import (
     COUNTS,
@@ -62,8 +67,8 @@ from dataprep.formats.rowspool import (
     merge_buckets,
     scatter_bucket,
 )
-from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, shard_plan, write_shard_file
-from dataprep.stage import DriverContext, GlobalStage, RecipeError, StageContext, param, register
+from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, ShardPlan, shard_plan, write_shard_file
+from dataprep.stage import DriverContext, GlobalStage, NothingLeft, RecipeError, StageContext, param, register
 
 SPLITS = ("train", "validation")
 CHUNK_TOKENS = 1 << 22
@@ -95,7 +100,11 @@ class PackParams:
     shard_multiple: int = param(
         8, help="the number of train files is a multiple of this (data-parallel sizes)"
     )
-    equal_shards: bool = param(True, help="drop the last rows mod files train rows so files hold equal rows")
+    equal_shards: bool = param(
+        True,
+        help="train files hold equal rows, the rows mod files left over go to a remainder file "
+        "(train-remainder); false: file sizes differ by at most one row",
+    )
 
     def validate(self) -> None:
         if self.seq_length < 1:
@@ -404,6 +413,27 @@ def task_chunks(
             lo = hi
 
 
+def last_documents(
+    work: Path, tasks: list[tuple[str, str]], split: str, count: int
+) -> list[tuple[str, str, int, np.ndarray]]:
+    """(id, source, characters, tokens without EOS) of the last ``count`` documents the ``tasks``
+    (task id, token spill type; in stream order) spilled for ``split``, in stream order."""
+    found: list[tuple[str, str, int, np.ndarray]] = []
+    for task_id, dtype in reversed(tasks):
+        if len(found) >= count:
+            break
+        with open(work / f"{task_id}.{split}.ids", encoding="utf-8") as f:
+            where = [w for line in f for w in json.loads(line)]
+        lengths = np.fromfile(work / f"{task_id}.{split}.docs", dtype="<i8").reshape(-1, 2)[:, 0]
+        tokens = np.memmap(work / f"{task_id}.{split}.tokens", dtype=dtype, mode="r")
+        ends = np.cumsum(lengths)
+        for k in range(len(lengths) - 1, max(len(lengths) - 1 - (count - len(found)), -1), -1):
+            doc_id, source, chars = where[k]
+            piece = np.asarray(tokens[int(ends[k] - lengths[k]) : int(ends[k])], dtype=np.int32)
+            found.append((doc_id, source, chars, piece))
+    return found[::-1]
+
+
 @dataclass
 class PackJob:
     """Packing of consecutive tasks' documents of one split (``tasks``: task id and token spill
@@ -696,18 +726,17 @@ class Spooled:
 
 
 def _bucket_order(
-    spooled: dict[str, Spooled], keep: dict[str, int], seed: int
+    spooled: dict[str, Spooled], seed: int
 ) -> Iterator[tuple[str, Bucket, int, list[int] | None]]:
-    """(split, bucket, first position of its kept rows in the split's final order, seed of its
+    """(split, bucket, first position of its rows in the split's final order, seed of its
     permutation or None for stream order) for every non-empty bucket, in final order."""
     for split, sp in spooled.items():
-        dropped = np.bincount(sp.assign.of(np.arange(keep[split], sp.rows)), minlength=len(sp.buckets))
         start = 0
         for b, bucket in enumerate(sp.buckets):
             if bucket.rows:
                 perm_seed = None if sp.assign.key is None else [seed, SPLITS.index(split), 1, b]
                 yield split, bucket, start, perm_seed
-                start += bucket.rows - int(dropped[b])
+                start += bucket.rows
 
 
 def _scatter_and_write(
@@ -719,8 +748,8 @@ def _scatter_and_write(
     meta: dict[str, Any],
 ) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
     """Run the scatter jobs and start each file's job as soon as the buckets holding its rows are
-    done. Returns the counts written and dropped per split, and the manifest entries (writer by
-    writer, files in plan order)."""
+    done. Returns the counts written per split, and the manifest entries (writer by writer, files
+    in plan order)."""
     from dataprep.progress import Progress
 
     written = {split: dict.fromkeys(COUNTS, 0) for split in plan}
@@ -830,6 +859,8 @@ class Pack(GlobalStage):
                 )
             self._spill(ctx, split, "tokens").write(raw(flat, self._spill_dtype))
             self._spill(ctx, split, "docs").write(raw(table, "<i8"))
+            where = [[d.id, d.source, len(d.text)] for d in docs]  # to name documents dropped in decide
+            self._spill(ctx, split, "ids").write(json.dumps(where, ensure_ascii=False).encode() + b"\n")
             if any(cuts):
                 flat_cuts = np.asarray([c for cs in cuts for c in cs], dtype="<i4")
                 self._spill(ctx, split, "cuts").write(raw(flat_cuts, "<i4"))
@@ -902,6 +933,78 @@ class Pack(GlobalStage):
                 shares, stats, assign = _pack_per_task(ctx, base, tasks, key, bucket_rows, bar)
         return Spooled(spool_dir, merge_buckets(shares), assign, stats)
 
+    def _last_documents(
+        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int
+    ) -> list[tuple[Document, int, int]]:
+        """(document with its text decoded from its tokens, its characters when it reached this
+        stage, its tokens) of the last ``count`` documents of ``split``'s stream, in stream order."""
+        from dataprep.formats.tokenizer import load_tokenizer
+
+        tasks = [
+            (t, m.get("token_dtype", "<i4"))
+            for t, m in zip(ctx.task_ids, metas, strict=True)
+            if m[split]["documents"]
+        ]
+        tok = load_tokenizer(ctx.artifacts["tokenizer"]["local_path"])
+        return [
+            (Document(id=doc_id, text=tok.decode(tokens), source=source), chars, len(tokens))
+            for doc_id, source, chars, tokens in last_documents(ctx.work_dir, tasks, split, count)
+        ]
+
+    def _reject_tail(
+        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int, size: int, kept: int
+    ) -> None:
+        """Reject the last ``count`` documents of ``split``'s concat stream (``size`` tokens, EOS
+        included), whose EOS fell in the last partial row that ``tail: drop`` dropped: the
+        stream's first ``kept`` tokens are in the shards, and a document is in the shards if and
+        only if its EOS is."""
+        docs = self._last_documents(ctx, split, metas, count)
+        start = size - sum(n + 1 for *_, n in docs)
+        for doc, chars, n in docs:
+            stays = max(0, kept - start)
+            detail = "its EOS fell in the last partial row of the stream, which pack.tail: drop drops"
+            if stays:
+                detail += f"; its first {stays} of {n} tokens end the last row kept"
+            extra = {"split": split, "tokens": n, "tokens_in_shards": stays}
+            ctx.reject(Drop(doc, "tail_dropped", detail=detail, extra=extra), chars=chars)
+            start += n + 1
+
+    def _nothing_to_train_on(
+        self, ctx: DriverContext, metas: list[dict[str, Any]], totals: dict[str, Any]
+    ) -> None:
+        """No train row can be made: reject every document and end the run. No document reached
+        the train split: ``no_train_documents``; its stream is shorter than a row under ``tail:
+        drop``: ``tail_dropped`` (train) and ``no_train_rows`` (validation)."""
+        p = self.params
+        train = totals["train"]
+        if train["documents"] == 0:
+            why = (
+                f"no document reached the train split: the {totals['validation']['documents']} left went "
+                f"to validation (pack.validation_fraction={p.validation_fraction})"
+            )
+            reasons = {"validation": "no_train_documents"}
+        else:
+            why = (
+                f"the train split holds {train['doc_tokens'] + train['documents']} tokens, less than one "
+                f"row of {p.seq_length + 1}, and pack.tail: drop keeps no partial row"
+            )
+            reasons = {"train": "tail_dropped", "validation": "no_train_rows"}
+        for split in SPLITS:
+            for doc, chars, n in self._last_documents(ctx, split, metas, totals[split]["documents"]):
+                drop = Drop(doc, reasons[split], detail=why, extra={"split": split, "tokens": n})
+                ctx.reject(drop, chars=chars)
+        raise NothingLeft(f"pack: {why}")
+
+    def drop_hint(self, reason: str, label: str) -> str | None:
+        p = self.params
+        if reason in ("tail_dropped", "no_train_rows"):
+            return (
+                f"set {label}.tail: pad, or lower {label}.seq_length (now {p.seq_length}), or add documents"
+            )
+        if reason == "no_train_documents":
+            return f"add documents, or lower {label}.validation_fraction (now {p.validation_fraction})"
+        return super().drop_hint(reason, label)
+
     def _dtype(self, vocab_size: int) -> str:
         if self.params.dtype == "auto":
             return "uint16" if vocab_size <= UINT16_LIMIT else "int32"
@@ -939,10 +1042,11 @@ class Pack(GlobalStage):
             )
         if max(max_id, eos, pad) >= (UINT16_LIMIT if dtype == "uint16" else 1 << 31):
             raise RecipeError(f"pack.dtype {dtype} cannot hold token id {max(max_id, eos, pad)}; use int32")
-        if totals["train"]["documents"] == 0:
-            raise RecipeError(
-                "pack: no documents reached the train split (all dropped, or validation_fraction too high)"
-            )
+        train_tokens = totals["train"]["doc_tokens"] + totals["train"]["documents"]
+        if totals["train"]["documents"] == 0 or (
+            p.packing == "concat" and p.tail == "drop" and train_tokens < L
+        ):
+            self._nothing_to_train_on(ctx, metas, totals)
         # (what a writer needs was imported ahead, while the tokenizer trained: see warm_ups;
         # a process that missed it imports it with its first file)
         # 1. pack every split into its spool (shuffle buckets)
@@ -953,21 +1057,22 @@ class Pack(GlobalStage):
                 spooled[split] = self._pack_split(ctx, sid, split, metas, token_dtype, eos, pad)
         # 2. shard plan, then every bucket scattered into parts of the files (one job per bucket)
         #    and every file written from its parts in every format (one job per file)
-        plan: dict[str, list[int]] = {}
-        keep: dict[str, int] = {}
+        plans: dict[str, ShardPlan] = {}
         for split, sp in spooled.items():
             if split == "train":
-                files = self._train_files(sp.rows, L)
-                plan[split], keep[split] = shard_plan(sp.rows, files, p.equal_shards)
+                plans[split] = shard_plan(sp.rows, self._train_files(sp.rows, L), p.equal_shards)
             else:
-                files = max(1, math.ceil(sp.rows * L * 4 / (p.shard_mb << 20)))
-                plan[split], keep[split] = shard_plan(sp.rows, files, False)
+                plans[split] = shard_plan(
+                    sp.rows, max(1, math.ceil(sp.rows * L * 4 / (p.shard_mb << 20))), False
+                )
+        plan = {split: sp.sizes for split, sp in plans.items()}
         meta = {
             "seq_length": p.seq_length,
             "row_length": L,
             "dtype": dtype,
             "vocab_size": vocab_size,
             "plan": plan,
+            "remainder_file": {split: sp.remainder for split, sp in plans.items()},
             "with_loss_mask": p.packing != "concat",
             "eos_id": eos,
         }
@@ -980,8 +1085,8 @@ class Pack(GlobalStage):
         shutil.rmtree(parts_dir, ignore_errors=True)
         parts_dir.mkdir(parents=True)
         scatter_jobs = (
-            ScatterJob(split, number, bucket, L, token_dtype, eos, keep[split], start, ends, perm_seed, parts)
-            for number, (split, bucket, start, perm_seed) in enumerate(_bucket_order(spooled, keep, ctx.seed))
+            ScatterJob(split, number, bucket, L, token_dtype, eos, start, ends, perm_seed, parts)
+            for number, (split, bucket, start, perm_seed) in enumerate(_bucket_order(spooled, ctx.seed))
             for ends, parts in [(np.cumsum(plan[split]), str(parts_dir))]
         )
         written, entries = _scatter_and_write(ctx, scatter_jobs, plan, p.writers, str(shard_dir), meta)
@@ -990,6 +1095,10 @@ class Pack(GlobalStage):
         shutil.rmtree(parts_dir, ignore_errors=True)
         for writer in writers:
             writer.commit()
+        for split, sp in spooled.items():  # documents whose EOS fell in a dropped tail
+            if sp.stats.eos_dropped:
+                size = totals[split]["doc_tokens"] + totals[split]["documents"]
+                self._reject_tail(ctx, split, metas, sp.stats.eos_dropped, size, size - sp.stats.tail_dropped)
         # 3. accounting and manifest
         splits_out: dict[str, Any] = {}
         for split, w in written.items():
@@ -998,12 +1107,9 @@ class Pack(GlobalStage):
             dropped = {
                 "tail_tokens": st.tail_dropped,
                 "truncated_tokens": st.truncated_tokens,
-                "remainder_rows": w["remainder_rows"],
-                "remainder_tokens": w["remainder_tokens"],
-                "eos": st.eos_dropped + w["remainder_eos"],
+                "eos": st.eos_dropped,
             }
             expected = t["doc_tokens"] + t["documents"] - st.tail_dropped - st.truncated_tokens
-            expected -= w["remainder_tokens"]
             if w["tokens"] != expected or w["eos"] != t["documents"] - dropped["eos"]:
                 raise RuntimeError(
                     f"token accounting ({split}): wrote {w['tokens']} tokens / {w['eos']} EOS, expected "
@@ -1029,6 +1135,9 @@ class Pack(GlobalStage):
                 },
                 "files": [e for e in entries if e["split"] == split],
             }
+            if split == "train" and p.equal_shards:
+                equal = len(plans[split].sizes) - plans[split].remainder
+                splits_out[split]["equal_files"] = {"files": equal, "rows": plans[split].sizes[0]}
             for name, value in (
                 ("rows", w["rows"]),
                 ("tokens_written", w["tokens"]),
@@ -1038,8 +1147,6 @@ class Pack(GlobalStage):
                 ("truncated_tokens", st.truncated_tokens),
                 ("truncated_docs", st.truncated_docs),
                 ("split_docs", st.split_docs),
-                ("remainder_rows_dropped", w["remainder_rows"]),
-                ("remainder_tokens_dropped", w["remainder_tokens"]),
                 ("concat_rows", concat_rows),
             ):
                 ctx.stats.count(f"{name}.{split}", value)

@@ -45,6 +45,7 @@ from dataprep.stage import (
     DriverContext,
     GlobalStage,
     IsolatedProcess,
+    NothingLeft,
     RecipeError,
     StageContext,
     StageResult,
@@ -241,6 +242,11 @@ class Tokenize(GlobalStage):
             self._trainer = IsolatedProcess(_import_training)
 
     def decide(self, ctx: DriverContext) -> dict[str, Any]:
+        if ctx.docs_in == 0:
+            if self._trainer is not None:
+                self._trainer.close()
+                self._trainer = None
+            raise NothingLeft("tokenize: no document left to train a tokenizer on")
         job = {
             "samples": [str(ctx.work_dir / f"{t}.sample.json") for t in ctx.task_ids],
             "budget": self.params.train_sample_bytes,
@@ -253,13 +259,23 @@ class Tokenize(GlobalStage):
         trainer, self._trainer = self._trainer, None
         info = ctx.run_isolated(_train_from_samples, job, trainer)
         if not info["path"]:
-            raise RecipeError("tokenize: no documents left to train a tokenizer on")
+            raise RecipeError(
+                f"tokenize: the {ctx.docs_in} documents left hold no text to train a tokenizer on; "
+                "drop empty documents before (filter_length) or give tokenize.tokenizer a tokenizer file"
+            )
         ctx.stats.count("train_sample_docs", info["sample_docs"])
         ctx.stats.count("train_sample_bytes", info["sample_bytes"])
         for key in ("heldout_docs", "heldout_chars", "heldout_bytes", "heldout_tokens"):
             ctx.stats.count(key, info[key])
         _publish(ctx, self.params, Path(info["path"]))
         return {}
+
+    def drop_hint(self, reason: str, label: str) -> str | None:
+        if reason == "no_tokens":
+            return "these documents have no text left to encode: see what the stages before emptied them"
+        if reason == "eos_in_tokens":
+            return f"give {label}.tokenizer a tokenizer that never encodes text to its EOS id"
+        return super().drop_hint(reason, label)
 
     # -- encoding
     def _load(self, ctx: StageContext) -> Any:

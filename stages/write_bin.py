@@ -1,4 +1,5 @@
-"""Shard writer for .bin row files with Megatron-compatible .idx files: shards/bin/<split>-NNNNN.
+"""Shard writer for .bin row files with Megatron-compatible .idx files: shards/bin/<split>-NNNNN
+(and <split>-remainder, see :mod:`dataprep.formats.shardplan`).
 
 Layouts: :mod:`dataprep.formats.binrows` (rows) and :mod:`dataprep.formats.idx` (index carrying
 each row's ``actual_seq_len``). Files follow the shard plan in ``meta["plan"]`` (rows per file,
@@ -13,6 +14,7 @@ from typing import Any
 from dataprep.formats.binrows import BinRowsWriter
 from dataprep.formats.idx import IdxWriter
 from dataprep.formats.rows import RowBatch
+from dataprep.formats.shardplan import file_stem
 from dataprep.io import file_sha256
 from dataprep.stage import ShardWriter, register
 
@@ -31,7 +33,7 @@ class BinShardWriter(ShardWriter):
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def open_file(self, split: str, k: int) -> Any:
-        stem = self.dir / f"{split}-{k:05d}"
+        stem = self.dir / file_stem(self.meta, split, k)
         rows = BinRowsWriter(stem.with_suffix(".bin"), self.meta["dtype"], self.meta["row_length"])
         idx = IdxWriter(stem.with_suffix(".idx"), self.meta["dtype"], self.meta["row_length"])
         return {"split": split, "rows": rows, "idx": idx, "tokens": 0}

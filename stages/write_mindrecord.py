@@ -1,5 +1,6 @@
-"""Shard writer for MindRecord: shards/mindrecord/<split>-NNNNN.mindrecord (+ .db), one standalone
-file per shard, following the shard plan so files line up with the .bin files row for row.
+"""Shard writer for MindRecord: shards/mindrecord/<split>-NNNNN.mindrecord (+ .db; and
+<split>-remainder.mindrecord, see :mod:`dataprep.formats.shardplan`), one standalone file per
+shard, following the shard plan so files line up with the .bin files row for row.
 
 Files are written wherever the shard-file jobs run (MindSpore's import, ~1-3 s, is run ahead
 with ``warm_up`` in the driver or the pool's workers while the tokenizer trains), into
@@ -21,6 +22,7 @@ from typing import Any
 
 from dataprep.formats.mindrecord import MindRecordFile, move_into_place, staging_dir
 from dataprep.formats.rows import RowBatch
+from dataprep.formats.shardplan import file_stem
 from dataprep.io import file_sha256
 from dataprep.stage import ShardWriter, register
 
@@ -66,7 +68,7 @@ class MindRecordShardWriter(ShardWriter):
 
     def open_file(self, split: str, k: int) -> Any:
         import_mindrecord()
-        path = self.staging / f"{split}-{k:05d}.mindrecord"
+        path = self.staging / f"{file_stem(self.meta, split, k)}.mindrecord"
         return {"split": split, "file": MindRecordFile(path, self.meta["with_loss_mask"]), "tokens": 0}
 
     def write(self, handle: Any, rows: RowBatch) -> None:

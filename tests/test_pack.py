@@ -176,7 +176,6 @@ def shuffled_files(
     rows: RowBatch,
     buckets: int,
     seed: int | None,
-    keep: int | None = None,
     sizes: list[int] | None = None,
     add_rows: int = 7,
     bucket_rows: int = 1 << 62,
@@ -188,8 +187,7 @@ def shuffled_files(
     contiguous run of the stream, as tasks are), scatter every bucket (the jobs run in bucket
     order, or in reverse), and read each file's batches back from its parts."""
     L, n = rows.row_length, len(rows)
-    keep = n if keep is None else keep
-    sizes = sizes or [keep]
+    sizes = sizes or [n]
     assign = Buckets(None if seed is None else 1000 + seed, buckets, bucket_rows)
     (tmp / "spool").mkdir(parents=True)
     shares = []
@@ -204,8 +202,8 @@ def shuffled_files(
     spooled = {"train": Spooled(tmp / "spool", merge_buckets(shares), assign, PackStats())}
     (tmp / "parts").mkdir()
     jobs = [
-        ScatterJob("train", i, bucket, L, "<i4", EOS, keep, start, np.cumsum(sizes), perm, str(tmp / "parts"))
-        for i, (_, bucket, start, perm) in enumerate(_bucket_order(spooled, {"train": keep}, seed or 0))
+        ScatterJob("train", i, bucket, L, "<i4", EOS, start, np.cumsum(sizes), perm, str(tmp / "parts"))
+        for i, (_, bucket, start, perm) in enumerate(_bucket_order(spooled, seed or 0))
     ]
     results = (
         [scatter_bucket(job) for job in jobs[::-1]][::-1] if reverse_jobs else list(map(scatter_bucket, jobs))
@@ -252,14 +250,14 @@ def test_files_do_not_depend_on_flushes_or_on_the_order_the_bucket_jobs_run(
 
     def files(name: str, **kw) -> list[list[tuple[list[int], ...]]]:
         out = shuffled_files(
-            tmp_path / name, rows, 3, seed, keep=8994, sizes=[2998] * 3, bucket_rows=2500, **kw
+            tmp_path / name, rows, 3, seed, sizes=shard_plan(9000, 7, True).sizes, bucket_rows=2500, **kw
         )
         return [
             [(b.tokens.ravel().tolist(), b.seg_ends.tolist(), b.seg_counts.tolist()) for b in f] for f in out
         ]
 
     reference = files("in-order")
-    assert [sum(len(b[2]) for b in f) for f in reference] == [2998] * 3
+    assert [sum(len(b[2]) for b in f) for f in reference] == [1285] * 7 + [5]  # 7 equal, a remainder
     assert files("reversed", reverse_jobs=True) == reference
     assert files("one-row-adds", add_rows=1) == reference
     assert all(len(b[2]) <= OUT_ROWS for f in reference for b in f)
@@ -304,24 +302,31 @@ def test_task_ranges_are_contiguous_and_balanced(weights, jobs, ranges):
     assert task_ranges(weights, jobs) == ranges
 
 
-def test_dropped_rows_are_the_last_of_the_stream_whatever_the_shuffle(tmp_path):
+def test_every_row_lands_in_a_file_with_equal_files_and_a_remainder(tmp_path):
     rows = rows_numbered(1000)
-    order = stream_index(shuffled_files(tmp_path, rows, 4, 3, keep=993, sizes=[331] * 3))
-    assert sorted(order) == list(range(993))
-    assert order != list(range(993))
+    plan = shard_plan(1000, 3, True)
+    files = shuffled_files(tmp_path, rows, 4, 3, sizes=plan.sizes)
+    assert [sum(len(b) for b in f) for f in files] == [333, 333, 333, 1]
+    order = stream_index(files)
+    assert sorted(order) == list(range(1000)) and order != list(range(1000))
 
 
 @pytest.mark.parametrize(
-    ("rows", "files", "equal", "sizes", "kept"),
+    ("rows", "files", "equal", "sizes", "remainder"),
     [
-        (100, 8, True, [12] * 8, 96),
-        (100, 8, False, [13] * 4 + [12] * 4, 100),
-        (5, 8, True, [1] * 5, 5),
-        (0, 8, True, [0], 0),
+        (100, 8, True, [12] * 8 + [4], True),
+        (96, 8, True, [12] * 8, False),
+        (100, 8, False, [13] * 4 + [12] * 4, False),
+        (5, 8, True, [1] * 5, False),
+        (0, 8, True, [0], False),
     ],
 )
-def test_shard_plan(rows, files, equal, sizes, kept):
-    assert shard_plan(rows, files, equal) == (sizes, kept)
+def test_shard_plan_puts_every_row_in_a_file(rows, files, equal, sizes, remainder):
+    plan = shard_plan(rows, files, equal)
+    assert (plan.sizes, plan.remainder, plan.rows) == (sizes, remainder, rows)
+    last = len(sizes) - 1
+    assert plan.stem("train", last) == ("train-remainder" if remainder else f"train-{last:05d}")
+    assert plan.stem("train", 0) == "train-00000"
 
 
 def test_validation_split_is_a_stable_fraction_of_ids():

@@ -58,7 +58,6 @@ def test_shard_files_written_by_worker_processes_equal_direct_writing(
             length,
             token_dtype,
             2,
-            3103,
             start,
             np.cumsum(plan["train"]),
             None,

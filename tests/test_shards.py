@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_shards_support import corpus_texts, run_prepare, small_tokenizer, write_corpus
 
+from dataprep.docstore import read_rejected
 from dataprep.formats import mindrecord_files, open_bin
 from dataprep.formats.dataset import iter_mindrecord_file
 from dataprep.formats.tokenizer import load_tokenizer
@@ -60,6 +62,16 @@ def test_round_trip_in_order(setup, pack):
         assert train["dropped"]["tail_tokens"] > 0
         assert decoded == texts[: len(decoded)]
         assert len(decoded) == train["documents"] - train["dropped"]["eos"]
+        # a document is in the shards iff its EOS is: the others are dropped, in rejected/
+        rejected = list(read_rejected(out / "rejected" / "pack.jsonl.zst"))
+        assert [r["text"] for r in rejected] == texts[len(decoded) :] and train["dropped"]["eos"] > 0
+        assert {r["reason"] for r in rejected} == {"tail_dropped"}
+        assert "tokens end the last row kept" in rejected[0]["detail"]  # its head is in the shards
+        stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+        assert stats["totals"]["kept"] == manifest["documents"]["kept"] == len(decoded)
+        assert stats["totals"]["dropped_by_reason"]["pack/tail_dropped"] == len(rejected)
+        assert stats["length_chars"]["kept"]["counts"] != stats["length_chars"]["read"]["counts"]
+        assert sum(stats["length_chars"]["kept"]["counts"]) == len(decoded)
     else:
         assert decoded == texts
     assert train["tokens"] == train["doc_tokens"] + train["documents"] - train["dropped"]["tail_tokens"]
@@ -134,22 +146,29 @@ def test_shuffled_validation_run_and_minddataset_shards(setup):
     assert splits["validation"]["documents"] > 0
     assert train["documents"] + splits["validation"]["documents"] == len(texts)
     mr = [f for f in train["files"] if f["format"] == "mindrecord"]
-    assert len(mr) % 4 == 0 and len({f["rows"] for f in mr}) == 1  # equal shards, multiple of 4
-    assert train["rows"] == sum(f["rows"] for f in mr)
+    equal = [f for f in mr if not f.get("remainder")]
+    assert len(equal) % 4 == 0 and len({f["rows"] for f in equal}) == 1  # equal shards, multiple of 4
+    assert mr[-1].get("remainder") and 0 < mr[-1]["rows"] < len(equal)  # the rows left over
+    assert mr[-1]["path"] == "shards/mindrecord/train-remainder.mindrecord"
+    assert (
+        train["rows"]
+        == sum(f["rows"] for f in mr)
+        == math.ceil((train["doc_tokens"] + train["documents"]) / 33)
+    )
     import mindspore.dataset as ds
 
     got = []
-    for shard_id in range(2):
+    for shard_id in range(3):  # an uneven split over ranks: MindDataset pads by repeating rows
         data = ds.MindDataset(
-            mindrecord_files(out), columns_list=["input_ids"], num_shards=2, shard_id=shard_id, shuffle=False
+            mindrecord_files(out), columns_list=["input_ids"], num_shards=3, shard_id=shard_id, shuffle=False
         )
         rows = [r["input_ids"].tobytes() for r in data.create_dict_iterator(output_numpy=True, num_epochs=1)]
-        assert len(rows) == train["rows"] // 2
+        assert len(rows) == math.ceil(train["rows"] / 3)
         got += rows
     s = open_bin(out)
     expected = [s.input_ids(i).tobytes() for i in range(len(s))]
-    assert sorted(got) == sorted(expected)
-    # the same rows as without the shuffle (remainder rows are cut from the stream's end), moved
+    assert sorted(set(got)) == sorted(set(expected)) and len(expected) == train["rows"]
+    # the same rows as without the shuffle, moved
     stages[1]["pack"]["shuffle"] = False
     run_prepare(corpus, base / "run-unshuffled", stages)
     u = open_bin(base / "run-unshuffled")
@@ -209,6 +228,10 @@ def test_a_split_too_short_for_one_row_gets_no_files(setup):
     assert validation["documents"] > 0 and validation["rows"] == 0 and validation["files"] == []
     assert validation["dropped"]["tail_tokens"] == validation["doc_tokens"] + validation["documents"]
     assert m["shards"]["splits"]["train"]["rows"] > 0
+    dropped = list(read_rejected(base / "short-validation" / "rejected" / "pack.jsonl.zst"))
+    assert {r["reason"] for r in dropped} == {"tail_dropped"}
+    assert sum(r["extra"]["split"] == "validation" for r in dropped) == validation["documents"]
+    assert m["documents"]["kept"] == m["shards"]["splits"]["train"]["eos_tokens"]
     from dataprep.formats.verify import verify
 
     assert verify(base / "short-validation") == []

@@ -14,17 +14,20 @@ eos/bos/pad/unk token and id, roundtrip}, shards (written by the packing stage):
       "shuffle": {"seed": 0, "buckets": 1},
       "splits": {"train": {"rows": R, "tokens": T, "documents": D, "doc_tokens": N,
                            "eos_tokens": E, "padding_tokens": P,
-                           "dropped": {"tail_tokens": .., "truncated_tokens": .., "remainder_rows": ..,
-                                       "remainder_tokens": .., "eos": ..},
+                           "dropped": {"tail_tokens": .., "truncated_tokens": .., "eos": ..},
+                           "equal_files": {"files": 8, "rows": r},   # train, pack.equal_shards
                            "files": [{"path": "shards/bin/train-00000.bin", "format": "bin",
                                       "rows": r, "tokens": t, "bytes": b, "sha256": "...",
-                                      "index": {"path": "shards/bin/train-00000.idx", "sha256": ...}}]},
+                                      "index": {"path": "shards/bin/train-00000.idx", "sha256": ...}},
+                                     ...,
+                                     {"path": "shards/bin/train-remainder.bin", "remainder": true,
+                                      "rows": r2, ...}]},   # the rows left over, r2 < 8
                  "validation": {...}},
       "totals": {"rows": .., "tokens": .., "documents": ..}
     }
 
 Token accounting per split (checked when writing and by ``dataprep verify``):
-tokens = doc_tokens + documents (one EOS each) - dropped tokens (tail, truncated, remainder);
+tokens = doc_tokens + documents (one EOS each) - dropped tokens (tail, truncated);
 eos_tokens = documents - dropped.eos; rows * row_length = tokens + padding_tokens.
 """
 

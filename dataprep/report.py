@@ -123,7 +123,8 @@ def _categories(title: str, groups: dict[str, list[list[Any]]]) -> str:
         ax.set_title(name, fontsize=10)
         ax.tick_params(axis="y", labelsize=8)
         ax.margins(x=0.15)
-    fig.suptitle(title)
+    fig.suptitle(title, y=1.0)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return _png(fig, title)
 
 

@@ -23,8 +23,9 @@ overrides a parameter, e.g. ``--set min_letters=30``) over the documents of ``--
   script rule) and, if installed, lingua-language-detector and py3langid, with their speed.
 
 Throughput (``--throughput``): bench_cleaning's chain (every stage of the default recipe before
-exact_dedup, 1 process) with and without lang_id, alternating in the same run, MB of text per
-CPU-second of the whole chain (with reading) and of lang_id alone; medians of ``--repeat`` runs.
+exact_dedup, 1 process) with and without lang_id in ``--repeat`` back-to-back pairs of runs (the
+order alternating), MB of text per CPU-second of the whole chain (with reading) and of the stages
+alone (medians), the rate ratio with/without per pair (median and range), and lang_id's own CPU.
 """
 
 from __future__ import annotations
@@ -293,28 +294,28 @@ def throughput(args: argparse.Namespace) -> None:
         path_without = Path(tmp) / "without_lang_id.yaml"
         path_without.write_text(yaml.safe_dump(without, allow_unicode=True), encoding="utf-8")
         for corpus in args.corpora:
-            runs: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
-            lang_cpu: list[float] = []
+            pairs: list[tuple[float, float, float, float, float]] = []
             mb = 0.0
-            for _ in range(args.repeat):
-                for label, recipe_ref in (("with", "default"), ("without", str(path_without))):
-                    _, nbytes, _, cpu, per_stage_cpu = bench_cleaning.clean_share(corpus, recipe_ref, 0, 1)
+            for k in range(args.repeat):  # back-to-back pairs, the order alternating against drift
+                order = [("with", "default"), ("without", str(path_without))]
+                runs = {}
+                for label, recipe_ref in order if k % 2 == 0 else order[::-1]:
+                    _, nbytes, _, cpu, per_stage = bench_cleaning.clean_share(corpus, recipe_ref, 0, 1)
                     mb = nbytes / 1e6
-                    runs[label].append((cpu, sum(per_stage_cpu.values())))
-                    if label == "with":
-                        lang_cpu.append(per_stage_cpu["lang_id"])
-            w = statistics.median(c for c, _ in runs["with"])
-            wo = statistics.median(c for c, _ in runs["without"])
-            ws = statistics.median(s for _, s in runs["with"])
-            wos = statistics.median(s for _, s in runs["without"])
-            lc = statistics.median(lang_cpu)
-            print(f"\n{Path(corpus).name}: {mb:.1f} MB of text, medians of {args.repeat} alternating runs")
-            for label, a, b in (("chain with reading", wo, w), ("stages only", wos, ws)):
+                    runs[label] = (cpu, sum(per_stage.values()), per_stage.get("lang_id", 0.0))
+                (w, ws, lc), (wo, wos, _) = runs["with"], runs["without"]
+                pairs.append((w, wo, ws, wos, lc))
+            med = [statistics.median(p[i] for p in pairs) for i in range(5)]
+            w, wo, ws, wos, lc = med
+            print(f"\n{Path(corpus).name}: {mb:.1f} MB of text, {args.repeat} back-to-back pairs of runs")
+            for label, i, j in (("chain with reading", 0, 1), ("stages only", 2, 3)):
+                ratios = sorted(p[j] / p[i] for p in pairs)  # rate with / rate without, per pair
                 print(
-                    f"  {label:19s} MB per CPU-second: without lang_id {mb / a:6.2f}, with {mb / b:6.2f}"
-                    f"  (rate {b and a / b - 1:+.1%})"
+                    f"  {label:19s} MB per CPU-second: without lang_id {mb / med[j]:6.2f}, with"
+                    f" {mb / med[i]:6.2f}; rate with/without per pair: median {statistics.median(ratios):.3f}"
+                    f" (range {ratios[0]:.3f}-{ratios[-1]:.3f})"
                 )
-            share = f"{lc / w:.1%} of the chain"
+            share = f"{lc / w:.1%} of the chain's CPU"
             print(f"  lang_id alone       {lc:.2f} CPU-s, {mb / lc:.1f} MB per CPU-second ({share})")
 
 

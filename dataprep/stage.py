@@ -31,10 +31,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dataprep.document import Document, Drop
 from dataprep.stats import StageStats
+
+if TYPE_CHECKING:
+    from dataprep.executor.base import Executor
 
 StageResult = Document | Drop
 
@@ -80,9 +83,10 @@ class DriverContext:
 
     task_ids: all tasks in order. output_dir: the staging directory of the final outputs;
     files written there appear in OUT/ when the run completes. publish(): make an artifact
-    visible to later stages (and to workers of later passes). quiet: no progress bars. map(): run
-    a module-level function over items on the run's workers (process pool or Ray cluster) — how a
-    decide phase spreads its work, e.g. one call per hash partition; results in item order.
+    visible to later stages (and to workers of later passes). quiet: no progress bars.
+    executor: where the run's work runs (a process pool or a Ray cluster; None: in this
+    process); a decide spreads its work over it with :class:`dataprep.decide_jobs.DecideJobs`
+    (e.g. one job per hash partition). workers: how many jobs run at once.
     reject(): drop a document while deciding (a terminal stage, in ``decide``).
     """
 
@@ -94,8 +98,7 @@ class DriverContext:
     stats: StageStats
     workers: int = 1
     quiet: bool = False  # no progress bars (``prepare --quiet``)
-    parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
-    background: Callable[[Callable[[Any], Any], Any], Any] | None = None
+    executor: Executor | None = None
     while_waiting: Callable[[], None] | None = None  # run by run_isolated while the process works
     label: str = ""  # the stage's label in the recipe
     docs_in: int = 0  # in ``decide``: the documents that reached this stage's ``compute``
@@ -118,18 +121,6 @@ class DriverContext:
         self.stats.chars_out -= chars
         self.unkept_chars.append(chars)
         self.rejected.write(drop, self.label)
-
-    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        if self.parallel_map is None:
-            return [fn(x) for x in items]
-        return self.parallel_map(fn, items)
-
-    def start(self, fn: Callable[[Any], Any], arg: Any) -> Any:
-        """Start fn(arg) on a worker and go on (e.g. a slow import ahead of a ``map``); returns a
-        future (``.result()``), or None when the run has no worker process (nothing is run)."""
-        if self.background is None:
-            return None
-        return self.background(fn, arg)
 
     def run_isolated(self, fn: Callable[[Any], Any], arg: Any, process: IsolatedProcess | None = None) -> Any:
         """fn(arg) in a fresh process that exits afterwards, so the memory it used goes back to the

@@ -46,8 +46,7 @@ import math
 import os
 import shutil
 import sys
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +54,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep import stage as registry
+from dataprep.decide_jobs import DecideJobs
 from dataprep.document import Document, Drop
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.formats.rowspool import (
@@ -526,15 +526,15 @@ def pack_concat_task(job: PackJob) -> dict[str, Any]:
 
 
 def _pack_concat(
-    ctx: DriverContext, base: PackJob, tasks: list[tuple[str, int, int, str]], assign: Buckets, bar: Any
+    jobs: DecideJobs, base: PackJob, tasks: list[tuple[str, int, int, str]], assign: Buckets, bar: Any
 ) -> tuple[list[dict[int, Bucket]], PackStats]:
     """Concat packing, one job per run of consecutive tasks (a few runs per worker: each job
     writes a file per bucket it reaches); the driver joins the rows that span jobs (in stream
     order, as the results come in) and packs the stream's last partial row."""
     L = base.row_length
     offsets = np.concatenate([[0], np.cumsum([size for _, size, _, _ in tasks])])
-    ranges = job_ranges([size for _, size, _, _ in tasks], ctx.workers)
-    jobs = [
+    ranges = job_ranges([size for _, size, _, _ in tasks], jobs.workers)
+    runs = [
         dataclasses.replace(
             base,
             tasks=[(t, dtype) for t, _, _, dtype in tasks[lo:hi]],
@@ -550,7 +550,7 @@ def _pack_concat(
 
     def join(result: dict[str, Any]) -> None:
         nonlocal pos
-        job = jobs[len(shares)]
+        job = runs[len(shares)]
         shares.append(result["buckets"])
         packer.stats.rows += result["rows"]
         tail_start = job.offset + result["size"] - len(result["tail"][0])
@@ -567,7 +567,7 @@ def _pack_concat(
         lo, hi = ranges[len(shares) - 1]
         bar.update(sum(docs for _, _, docs, _ in tasks[lo:hi]), 0)
 
-    _in_order(ctx, pack_concat_task, jobs, join)
+    jobs.in_order(pack_concat_task, runs, join)
     for batch in packer.finish():
         driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
     return [*shares, driver.close()], packer.stats
@@ -611,7 +611,7 @@ def respool_task(job: RespoolJob) -> dict[int, Bucket]:
 
 
 def _pack_per_task(
-    ctx: DriverContext,
+    jobs: DecideJobs,
     base: PackJob,
     tasks: list[tuple[str, int, int, str]],
     key: int | None,
@@ -622,14 +622,16 @@ def _pack_per_task(
     the row counts (hence the stream numbers) of all tasks are known."""
     alone = Path(base.spool_dir) / "tasks"
     alone.mkdir()
-    jobs = [dataclasses.replace(base, tasks=[(t, dtype)], spool_dir=str(alone)) for t, _, _, dtype in tasks]
+    singles = [
+        dataclasses.replace(base, tasks=[(t, dtype)], spool_dir=str(alone)) for t, _, _, dtype in tasks
+    ]
     results: list[dict[str, Any]] = []
 
     def take(result: dict[str, Any]) -> None:
         results.append(result)
         bar.update(tasks[len(results) - 1][2], 0)
 
-    _in_order(ctx, pack_task_alone, jobs, take)
+    jobs.in_order(pack_task_alone, singles, take)
     stats = PackStats()
     for result in results:
         stats.add(result["stats"])
@@ -637,7 +639,7 @@ def _pack_per_task(
     offsets = np.cumsum([0] + [r["rows"] for r in results])[:-1].tolist()
     spooled = [
         (r["file"], offset, job.tag)
-        for r, offset, job in zip(results, offsets, jobs, strict=True)
+        for r, offset, job in zip(results, offsets, singles, strict=True)
         if r["file"] is not None
     ]
     moves = [
@@ -650,64 +652,11 @@ def _pack_per_task(
             base.token_dtype,
             assign,
         )
-        for lo, hi in job_ranges([file.rows for file, _, _ in spooled], ctx.workers)
+        for lo, hi in job_ranges([file.rows for file, _, _ in spooled], jobs.workers)
     ]
     shares: list[dict[int, Bucket]] = []
-    _in_order(ctx, respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])
+    jobs.in_order(respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])
     return shares, stats, assign
-
-
-class _Done:
-    """The result of work done in this process, with a future's ``result()``."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def result(self) -> Any:
-        return self.value
-
-
-def _remove(paths: Iterable[str]) -> None:
-    for path in paths:
-        Path(path).unlink(missing_ok=True)
-
-
-def _submit(ctx: DriverContext, fn: Callable[[Any], Any], arg: Any, inputs: Iterable[str] = ()) -> Any:
-    """fn(arg) started on a worker (a future), or done here when the run has no worker process.
-    ``inputs``: files the job reads, removed once it has succeeded; never by the job itself, so
-    that a job retried after its worker died (Ray retries) still finds them."""
-    future = ctx.start(fn, arg)
-    if future is None:
-        done = _Done(fn(arg))
-        _remove(inputs)
-        return done
-    inputs = list(inputs)
-
-    def remove_on_success(f: Any) -> None:
-        if not f.cancelled() and f.exception() is None:
-            _remove(inputs)
-
-    if inputs:
-        future.add_done_callback(remove_on_success)
-    return future
-
-
-def _in_order(
-    ctx: DriverContext,
-    fn: Callable[[Any], Any],
-    jobs: Iterable[Any],
-    take: Callable[[Any], None],
-    inputs: Callable[[Any], list[str]] = lambda job: [],
-) -> None:
-    """fn(job) for every job on the workers, at most two per worker in flight (jobs are made as
-    they go); ``take`` gets the results in job order; ``inputs(job)``: see :func:`_submit`."""
-    in_flight: deque[Any] = deque()
-    for job in jobs:
-        in_flight.append(_submit(ctx, fn, job, inputs(job)))
-        while len(in_flight) > 2 * max(1, ctx.workers):
-            take(in_flight.popleft().result())
-    while in_flight:
-        take(in_flight.popleft().result())
 
 
 @dataclass
@@ -741,7 +690,7 @@ def _bucket_order(
 
 def _scatter_and_write(
     ctx: DriverContext,
-    jobs: Iterator[ScatterJob],
+    scatter_jobs: Iterator[ScatterJob],
     plan: dict[str, list[int]],
     writers: list[str],
     shard_dir: str,
@@ -757,6 +706,7 @@ def _scatter_and_write(
         s: [[] for _ in sizes] for s, sizes in plan.items()
     }
     file_ends = {split: np.cumsum(sizes) for split, sizes in plan.items()}
+    jobs = DecideJobs(ctx)
     next_file = dict.fromkeys(plan, 0)
     files: dict[tuple[str, int], Any] = {}
 
@@ -765,7 +715,7 @@ def _scatter_and_write(
         while k < len(plan[split]) and file_ends[split][k] <= written[split]["rows"]:
             if plan[split][k]:
                 job = ShardFileJob(split, k, plan[split][k], parts[split][k], writers, shard_dir, meta)
-                files[split, k] = _submit(ctx, write_shard_file, job, [path for path, _ in job.parts])
+                files[split, k] = jobs.submit(write_shard_file, job, [path for path, _ in job.parts])
             k += 1
         next_file[split] = k
 
@@ -780,7 +730,7 @@ def _scatter_and_write(
 
     total = sum(sum(sizes) for sizes in plan.values())
     with Progress("shuffle and write rows", total_docs=total, quiet=ctx.quiet) as bar:
-        _in_order(ctx, scatter_bucket, jobs, collect, inputs=lambda job: job.bucket.paths)
+        jobs.in_order(scatter_bucket, scatter_jobs, collect, inputs=lambda job: job.bucket.paths)
     for split, sizes in plan.items():
         start_ready_files(split)  # a split without rows has no bucket to start its (empty) files
         if next_file[split] != len(sizes):
@@ -928,9 +878,9 @@ class Pack(GlobalStage):
             if p.packing == "concat":
                 rows = math.ceil(sum(size for _, size, _, _ in tasks) / L)
                 assign = Buckets(key, max(1, math.ceil(rows / bucket_rows)), bucket_rows)
-                shares, stats = _pack_concat(ctx, base, tasks, assign, bar)
+                shares, stats = _pack_concat(DecideJobs(ctx), base, tasks, assign, bar)
             else:
-                shares, stats, assign = _pack_per_task(ctx, base, tasks, key, bucket_rows, bar)
+                shares, stats, assign = _pack_per_task(DecideJobs(ctx), base, tasks, key, bucket_rows, bar)
         return Spooled(spool_dir, merge_buckets(shares), assign, stats)
 
     def _last_documents(

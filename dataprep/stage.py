@@ -12,7 +12,8 @@ Kinds of stage:
 * ``global``  - needs the whole corpus before it can decide (dedup, tokenizer training, packing):
   ``compute`` per task, then ``decide`` once, then ``apply`` per task in the next pass
   (:class:`GlobalStage`).
-* ``writer``  - writes packed rows to a shard format (:class:`ShardWriter`).
+* ``writer``  - writes packed rows to a shard format (:class:`ShardWriter`); each is part of a
+  shard format's entry in :mod:`dataprep.formats.registry`, with its reader and verifier.
 
 Stages declare the artifacts they read and write (``requires`` / ``provides``, e.g. "tokenizer"),
 and the recipe loader checks that every requirement is provided by an earlier stage.
@@ -22,6 +23,7 @@ a Ray cluster run the same code.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import pkgutil
@@ -456,6 +458,9 @@ def _discover() -> None:
     if _DISCOVERED:
         return
     _DISCOVERED = True
+    from dataprep.formats.registry import discover as discover_formats
+
+    discover_formats()  # the shard formats' writers
     package = importlib.import_module("stages")
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
@@ -518,16 +523,13 @@ def _check_value(where: str, tp: Any, value: Any) -> Any:
             raise RecipeError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
         return value
     if origin in (typing.Union, types.UnionType):
-        errors = []
         for a in args:
             if a is type(None):
                 if value is None:
                     return None
                 continue
-            try:
+            with contextlib.suppress(RecipeError):
                 return _check_value(where, a, value)
-            except RecipeError as e:
-                errors.append(str(e))
         raise RecipeError(f"{where}: {value!r} does not match {type_name(tp)}")
     if origin is list:
         if not isinstance(value, list):

@@ -53,9 +53,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dataprep import stage as registry
 from dataprep.decide_jobs import DecideJobs
 from dataprep.document import Document, Drop
+from dataprep.formats.manifest import Dropped, FileEntry, ShardsManifest, SplitEntry
+from dataprep.formats.registry import get_format
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.formats.rowspool import (
     COUNTS,
@@ -68,7 +69,16 @@ from dataprep.formats.rowspool import (
     scatter_bucket,
 )
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, ShardPlan, shard_plan, write_shard_file
-from dataprep.stage import DriverContext, GlobalStage, NothingLeft, RecipeError, StageContext, param, register
+from dataprep.stage import (
+    DriverContext,
+    GlobalStage,
+    NoParams,
+    NothingLeft,
+    RecipeError,
+    StageContext,
+    param,
+    register,
+)
 
 SPLITS = ("train", "validation")
 CHUNK_TOKENS = 1 << 22
@@ -762,15 +772,18 @@ class Pack(GlobalStage):
 
     def setup(self, ctx: DriverContext) -> None:
         for name in self.params.writers:
-            if registry.get(name).kind != "writer":
-                raise RecipeError(f"pack.writers: {name!r} is not a shard writer")
+            try:
+                get_format(name)
+            except ValueError as e:
+                raise RecipeError(f"pack.writers: {e}") from None
         if len(set(self.params.writers)) != len(self.params.writers):
             raise RecipeError("pack.writers: a format is named twice")
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
         """The shard writers' warm-ups (e.g. MindRecord's MindSpore import), run ahead in the
         processes that will write the files (the driver at one worker, else the pool's workers)."""
-        return [w for w in (registry.get(name).warm_up for name in self.params.writers) if w is not None]
+        warm_ups = (get_format(name).writer.warm_up for name in self.params.writers)
+        return [w for w in warm_ups if w is not None]
 
     # -- workers
     def begin_task(self, ctx: StageContext) -> None:
@@ -1028,7 +1041,7 @@ class Pack(GlobalStage):
         }
         shard_dir = ctx.output_dir / "shards"
         shutil.rmtree(shard_dir, ignore_errors=True)  # leftovers of an interrupted earlier decide
-        writers = [registry.get(w)(registry.NoParams(), shard_dir, meta) for w in p.writers]
+        writers = [get_format(w).writer(NoParams(), shard_dir, meta) for w in p.writers]
         for writer in writers:
             writer.prepare()
         parts_dir = ctx.work_dir / "shard-parts"
@@ -1050,56 +1063,12 @@ class Pack(GlobalStage):
                 size = totals[split]["doc_tokens"] + totals[split]["documents"]
                 self._reject_tail(ctx, split, metas, sp.stats.eos_dropped, size, size - sp.stats.tail_dropped)
         # 3. accounting and manifest
-        splits_out: dict[str, Any] = {}
-        for split, w in written.items():
-            st = spooled[split].stats
-            t = totals[split]
-            dropped = {
-                "tail_tokens": st.tail_dropped,
-                "truncated_tokens": st.truncated_tokens,
-                "eos": st.eos_dropped,
-            }
-            expected = t["doc_tokens"] + t["documents"] - st.tail_dropped - st.truncated_tokens
-            if w["tokens"] != expected or w["eos"] != t["documents"] - dropped["eos"]:
-                raise RuntimeError(
-                    f"token accounting ({split}): wrote {w['tokens']} tokens / {w['eos']} EOS, expected "
-                    f"{expected} / {t['documents'] - dropped['eos']} (a bug: please report it)"
-                )
-            concat_rows = math.ceil((t["doc_tokens"] + t["documents"]) / L)
-            splits_out[split] = {
-                "rows": w["rows"],
-                "tokens": w["tokens"],
-                "documents": t["documents"],
-                "doc_tokens": t["doc_tokens"],
-                "eos_tokens": w["eos"],
-                "padding_tokens": w["padding"],
-                "segments": w["segments"],
-                "dropped": dropped,
-                "packing": {
-                    "truncated_docs": st.truncated_docs,
-                    "split_docs": st.split_docs,
-                    "hard_cuts": st.hard_cuts,
-                    "concat_rows": concat_rows,
-                    "rows_vs_concat": round(w["rows"] / concat_rows, 4) if concat_rows else None,
-                    "padding_fraction": round(w["padding"] / (w["rows"] * L), 6) if w["rows"] else 0.0,
-                },
-                "files": [e for e in entries if e["split"] == split],
-            }
-            if split == "train" and p.equal_shards:
-                equal = len(plans[split].sizes) - plans[split].remainder
-                splits_out[split]["equal_files"] = {"files": equal, "rows": plans[split].sizes[0]}
-            for name, value in (
-                ("rows", w["rows"]),
-                ("tokens_written", w["tokens"]),
-                ("eos_written", w["eos"]),
-                ("padding_tokens", w["padding"]),
-                ("tail_tokens_dropped", st.tail_dropped),
-                ("truncated_tokens", st.truncated_tokens),
-                ("truncated_docs", st.truncated_docs),
-                ("split_docs", st.split_docs),
-                ("concat_rows", concat_rows),
-            ):
-                ctx.stats.count(f"{name}.{split}", value)
+        splits_out = {
+            split: self._split_entry(
+                ctx, split, w, totals[split], spooled[split].stats, plans[split], entries
+            )
+            for split, w in written.items()
+        }
         tokenizer_entry = {k: v for k, v in tok.items() if k not in ("local_path", "examples_dir")}
         tokenizer_entry["roundtrip"] = _roundtrip_report(tok.get("examples_dir"), ctx.task_ids)
         if tokenizer_entry["roundtrip"]["examples"]:
@@ -1109,32 +1078,88 @@ class Pack(GlobalStage):
                 f"(e.g. {ex['id']}: {ex['original']!r} -> {ex['decoded']!r}); "
                 "see manifest.json tokenizer.roundtrip"
             )
-        return {
-            "tokenizer": tokenizer_entry,
-            "shards": {
-                "seq_length": p.seq_length,
-                "row_length": L,
-                "dtype": dtype,
-                "packing": p.packing,
-                "columns": ["input_ids", "actual_seq_len"]
-                + (["loss_mask"] if meta["with_loss_mask"] else []),
-                "vocab_size": vocab_size,
-                "eos_id": eos,
-                "pad_id": pad,
-                "bos_id": tok["bos_id"],
-                "shuffle": {
-                    "enabled": p.shuffle,
-                    "seed": ctx.seed,
-                    "buckets": {s: len(sp.buckets) for s, sp in spooled.items()},
-                },
-                "formats": list(p.writers),
-                "splits": splits_out,
-                "totals": {
-                    k: sum(s[k] for s in splits_out.values())
-                    for k in ("rows", "tokens", "documents", "eos_tokens")
-                },
+        shards = ShardsManifest(
+            seq_length=p.seq_length,
+            row_length=L,
+            dtype=dtype,
+            packing=p.packing,
+            columns=["input_ids", "actual_seq_len"] + (["loss_mask"] if meta["with_loss_mask"] else []),
+            vocab_size=vocab_size,
+            eos_id=eos,
+            pad_id=pad,
+            bos_id=tok["bos_id"],
+            shuffle={
+                "enabled": p.shuffle,
+                "seed": ctx.seed,
+                "buckets": {s: len(sp.buckets) for s, sp in spooled.items()},
             },
-        }
+            formats=list(p.writers),
+            splits=splits_out,
+            totals={
+                k: sum(getattr(s, k) for s in splits_out.values())
+                for k in ("rows", "tokens", "documents", "eos_tokens")
+            },
+        )
+        return {"tokenizer": tokenizer_entry, "shards": shards.to_json()}
+
+    def _split_entry(
+        self,
+        ctx: DriverContext,
+        split: str,
+        written: dict[str, int],
+        totals: dict[str, int],
+        st: PackStats,
+        plan: ShardPlan,
+        entries: list[dict[str, Any]],
+    ) -> SplitEntry:
+        """The manifest entry of ``split``, its token accounting checked (``written``: what the
+        files hold; ``totals``: documents and tokens the tasks spilled), its counters counted."""
+        L = self.params.seq_length + 1
+        w, t = written, totals
+        dropped = Dropped(
+            tail_tokens=st.tail_dropped, truncated_tokens=st.truncated_tokens, eos=st.eos_dropped
+        )
+        expected = t["doc_tokens"] + t["documents"] - st.tail_dropped - st.truncated_tokens
+        if w["tokens"] != expected or w["eos"] != t["documents"] - dropped.eos:
+            raise RuntimeError(
+                f"token accounting ({split}): wrote {w['tokens']} tokens / {w['eos']} EOS, expected "
+                f"{expected} / {t['documents'] - dropped.eos} (a bug: please report it)"
+            )
+        concat_rows = math.ceil((t["doc_tokens"] + t["documents"]) / L)
+        entry = SplitEntry(
+            rows=w["rows"],
+            tokens=w["tokens"],
+            documents=t["documents"],
+            doc_tokens=t["doc_tokens"],
+            eos_tokens=w["eos"],
+            padding_tokens=w["padding"],
+            segments=w["segments"],
+            dropped=dropped,
+            packing={
+                "truncated_docs": st.truncated_docs,
+                "split_docs": st.split_docs,
+                "hard_cuts": st.hard_cuts,
+                "concat_rows": concat_rows,
+                "rows_vs_concat": round(w["rows"] / concat_rows, 4) if concat_rows else None,
+                "padding_fraction": round(w["padding"] / (w["rows"] * L), 6) if w["rows"] else 0.0,
+            },
+            files=[FileEntry.from_json(e) for e in entries if e["split"] == split],
+        )
+        if split == "train" and self.params.equal_shards:
+            entry.equal_files = {"files": len(plan.sizes) - plan.remainder, "rows": plan.sizes[0]}
+        for name, value in (
+            ("rows", w["rows"]),
+            ("tokens_written", w["tokens"]),
+            ("eos_written", w["eos"]),
+            ("padding_tokens", w["padding"]),
+            ("tail_tokens_dropped", st.tail_dropped),
+            ("truncated_tokens", st.truncated_tokens),
+            ("truncated_docs", st.truncated_docs),
+            ("split_docs", st.split_docs),
+            ("concat_rows", concat_rows),
+        ):
+            ctx.stats.count(f"{name}.{split}", value)
+        return entry
 
 
 def _roundtrip_report(examples_dir: str | None, task_ids: list[str]) -> dict[str, Any]:

@@ -299,7 +299,7 @@ def test_a_pool_run_warms_its_workers_for_the_shard_writers_while_the_tokenizer_
 ) -> None:
     from dataprep.executor.pool import LocalExecutor
     from dataprep.executor.warmup import warm_up_at_low_priority
-    from stages.write_mindrecord import import_mindrecord
+    from dataprep.formats.mindrecord_shards import import_mindrecord
 
     submitted: list[tuple[object, object]] = []
     real_submit = LocalExecutor.submit

@@ -16,6 +16,7 @@ from dataprep import __version__
 from dataprep.executor.context import RunContext
 from dataprep.executor.merge import collect_stats, length_entries, stage_entries
 from dataprep.executor.passes import DECIDE_TASK, READ_LABEL, Pass
+from dataprep.formats.manifest import Manifest
 from dataprep.io import write_text_atomic
 from dataprep.outcome import nothing_left_message, read_hint
 from dataprep.stats import check_accounting
@@ -110,20 +111,20 @@ def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
 
 
 def manifest_document(ctx: RunContext, totals: dict[str, Any]) -> dict[str, Any]:
-    """manifest.json: the run's identity (version, recipe, seed, inputs with their sha256), the
-    document counts, then what the global stages' decides returned, in recipe order."""
+    """manifest.json (:class:`dataprep.formats.manifest.Manifest`): the run's identity (version,
+    recipe, seed, inputs with their sha256), the document counts, then what the global stages'
+    decides returned, in recipe order."""
     recipe = ctx.recipe
-    manifest: dict[str, Any] = {
-        "format_version": 1,
-        "dataprep_version": __version__,
-        "recipe": {"name": recipe.name, "hash": recipe.hash(), "file": "recipe.yaml"},
-        "seed": recipe.seed,
-        "inputs": [{"path": f.rel, "bytes": f.size, "sha256": ctx.hashes[f.rel]} for f in ctx.files],
-        "documents": {"read": totals["docs_in"], "kept": totals["kept"], "dropped": totals["dropped"]},
-    }
+    manifest = Manifest(
+        dataprep_version=__version__,
+        recipe={"name": recipe.name, "hash": recipe.hash(), "file": "recipe.yaml"},
+        seed=recipe.seed,
+        inputs=[{"path": f.rel, "bytes": f.size, "sha256": ctx.hashes[f.rel]} for f in ctx.files],
+        documents={"read": totals["docs_in"], "kept": totals["kept"], "dropped": totals["dropped"]},
+    )
     for part in ctx.manifest_parts:
-        manifest.update(part)
-    return manifest
+        manifest.add(part)
+    return manifest.to_json()
 
 
 def draw_ahead(ctx: RunContext) -> Future[dict[str, str]] | None:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stages._minhash import _mix64
+from stages._minhash import mix64
 
 EDGE = np.dtype([("h", "<u8"), ("x", "<i8"), ("y", "<i8")])
 MAX_ROUNDS = 200  # large-star + small-star pairs; the algorithm needs O(log^2 n)
@@ -71,7 +71,7 @@ def bucket_bits(total: int, budget: int, minimum: int = 1, max_bits: int = 20) -
 
 def route(x: np.ndarray) -> np.ndarray:
     """The routing hash of node ids (uint64; spreads consecutive ids over buckets)."""
-    return _mix64(np.asarray(x, dtype=np.int64).astype(np.uint64))
+    return mix64(np.asarray(x, dtype=np.int64).astype(np.uint64))
 
 
 def write_bucketed(path: Path, records: np.ndarray) -> None:

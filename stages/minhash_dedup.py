@@ -445,7 +445,7 @@ class _Spills:
         for t in np.unique(task):
             sel = np.flatnonzero(task == t)
             shingles = self._map(int(t), ".shingles.u32")
-            values[mh._ranges(dest[sel], sizes[sel])] = shingles[mh._ranges(starts[sel], sizes[sel])]
+            values[mh.ranges(dest[sel], sizes[sel])] = shingles[mh.ranges(starts[sel], sizes[sel])]
         return values, sizes
 
     def similarity(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -595,7 +595,7 @@ def find_candidates(job: CandidatesJob) -> CandidatesResult:
         if len(bu):
             u, v = _distinct_pairs(np.concatenate([u, bu]), np.concatenate([v, bv]))
     pairs = np.empty(len(u), dtype=PAIR)
-    pairs["h"] = mh._mix64(mh._mix64(u.astype(np.uint64)) ^ v.astype(np.uint64))
+    pairs["h"] = mh.mix64(mh.mix64(u.astype(np.uint64)) ^ v.astype(np.uint64))
     pairs["u"], pairs["v"] = u, v
     write_bucketed(fileset_paths(fileset(layout.lsh, "cand", count))[p], pairs)
     return CandidatesResult(candidates, len(u))

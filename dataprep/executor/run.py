@@ -65,9 +65,7 @@ def plan_run(
     plan_file = run.work / "plan.json"
     if plan_file.exists():
         saved = json.loads(plan_file.read_text())
-        plan = Plan.from_json(saved["plan"])
-        plan.sha256 = plan.sha256 or saved.get("sha256", {})  # where plan.json kept them before
-        return plan, StageStats.from_json(saved["stats"]), saved["samples"]
+        return Plan.from_json(saved["plan"]), StageStats.from_json(saved["stats"]), saved["samples"]
     stats = StageStats()
     report = ReadReport(stats, recipe.input["on_error"])
     scratch = run.work / "inputs"

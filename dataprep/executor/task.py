@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprep import stage as registry
-from dataprep.docstore import PARQUET_SUFFIX, DocWriter, RejectedWriter, read_docs
+from dataprep.docstore import DocWriter, RejectedWriter, read_docs
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.io import write_text_atomic
@@ -193,10 +193,7 @@ def _run_task(
             state.reader(split.reader).read(split, report), batch_size
         )
     else:
-        previous = run.docs(pass_index - 1, task_id)
-        if not previous.exists() and previous.with_suffix(PARQUET_SUFFIX).exists():
-            previous = previous.with_suffix(PARQUET_SUFFIX)  # a run begun by an earlier version
-        source = read_docs(previous, batch_size)
+        source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
     last_pass = pass_index == len(state.passes) - 1
     writer = None if terminal else DocWriter(run.docs(pass_index, task_id, final=last_pass))

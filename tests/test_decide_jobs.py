@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,14 +89,21 @@ def _decide(tmp_path: Path, executor: LocalExecutor | None, workers: int) -> tup
     return stage.decide(ctx), stage.pids
 
 
-def test_a_toy_global_stage_decides_the_same_without_workers_with_one_and_with_two(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def pool() -> Iterator[LocalExecutor]:
+    with LocalExecutor(2) as executor:
+        yield executor
+
+
+def test_a_toy_global_stage_decides_the_same_without_workers_with_one_and_with_two(
+    tmp_path: Path, pool: LocalExecutor
+) -> None:
     alone, pids = _decide(tmp_path, None, 1)
     assert pids == {os.getpid()}
     with LocalExecutor(1) as one:
         assert _decide(tmp_path, one, 1) == (alone, {os.getpid()})  # in the driver
-    with LocalExecutor(2) as pool:
-        # the answer never depends on the worker count (here 4 buckets instead of 2)
-        two, pids = _decide(tmp_path, pool, 2)
+    # the answer never depends on the worker count (here 4 buckets instead of 2)
+    two, pids = _decide(tmp_path, pool, 2)
     assert two == alone
     assert os.getpid() not in pids
 
@@ -104,7 +112,7 @@ def _square(x: int) -> int:
     return x * x
 
 
-def test_submit_returns_a_future_with_one_worker_too() -> None:
+def test_submit_returns_a_future_with_one_worker_too(pool: LocalExecutor) -> None:
     for executor in (None, LocalExecutor(1)):
         jobs = DecideJobs(executor=executor)
         assert not jobs.remote
@@ -112,10 +120,9 @@ def test_submit_returns_a_future_with_one_worker_too() -> None:
         assert isinstance(future, Future) and future.done() and future.result() == 49
         failed = jobs.submit(_square, "x")  # type: ignore[arg-type]
         assert failed.done() and isinstance(failed.exception(), TypeError)
-    with LocalExecutor(2) as pool:
-        jobs = DecideJobs(executor=pool, workers=2)
-        assert jobs.remote and jobs.submit(_square, 9).result() == 81
-        assert jobs.map(_square, list(range(10))) == [x * x for x in range(10)]
+    jobs = DecideJobs(executor=pool, workers=2)
+    assert jobs.remote and jobs.submit(_square, 9).result() == 81
+    assert jobs.map(_square, list(range(10))) == [x * x for x in range(10)]
 
 
 class _Threads:

@@ -59,7 +59,9 @@ def assert_nothing_left(out: Path, line: str, docs: int) -> dict[str, Any]:
     totals = stats["totals"]
     assert (totals["docs_in"], totals["kept"], totals["dropped"]) == (docs, 0, docs)
     assert stats["outcome"]["status"] == "nothing_left" and stats["outcome"]["message"] in line
-    assert "The run failed:" in report and f"<b>{docs:,}</b> documents read, <b>0</b> kept" in report
+    assert "The run failed:" in report
+    assert f"<div class='value'>{docs:,}</div><div class='name'>documents read</div>" in report
+    assert "<div class='value'>0 (0.0%)</div><div class='name'>kept</div>" in report
     assert len(rejected(out)) == docs  # every document dropped has its record
     return stats
 

@@ -19,7 +19,7 @@ from dataprep.formats.mindrecord import MindRecordFile
 from dataprep.formats.rows import RowBatch
 from dataprep.formats.rowspool import Buckets, RowSpool, ScatterJob, merge_buckets, read_part, scatter_bucket
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, write_shard_file
-from dataprep.report import plot_specs, render, render_plots
+from dataprep.report import plot_specs, rejected_examples, render, render_plots
 
 
 def _rows(rng: np.random.Generator, n: int, length: int) -> RowBatch:
@@ -106,11 +106,17 @@ def test_plots_drawn_ahead_give_the_same_page_and_stale_ones_are_redrawn(tmp_pat
     manifest = json.loads((out / "manifest.json").read_text())
     page = (out / "report.html").read_text(encoding="utf-8")
     specs = plot_specs(stats)
-    assert render(stats, manifest, render_plots(specs)) == page == render(stats, manifest)
+    examples = rejected_examples(out)
+    assert examples  # the page shows example documents of the drops
+    assert (
+        render(stats, manifest, render_plots(specs), examples)
+        == page
+        == render(stats, manifest, None, examples)
+    )
     # plots drawn from other numbers are not used
     stale = json.loads(json.dumps(stats))
     stale["stages"][0]["docs_out"] += 1
-    assert render(stats, manifest, render_plots(plot_specs(stale))) == page
+    assert render(stats, manifest, render_plots(plot_specs(stale)), examples) == page
 
 
 def test_timings_hold_wall_and_cpu_seconds_per_phase(tmp_path: Path) -> None:

@@ -9,11 +9,11 @@ documents) and gives the positions of the characters that are not prose. The qua
 A line is (first rule that applies):
 
 - blank: only spaces and tabs.
-- code, fenced: from a line starting with three backticks or exactly three tildes to the next
-  such line, both included (an unclosed last fence opens nothing; a line of many tildes is a
-  decoration, not a fence).
-- table: in a block (lines between blank lines) that holds a row with letters or digits, its
-  rows and rules. A *rule* is a line without letters or digits made of at least 3 of
+- code, fenced: from a fence line to the next one, both included (an unclosed last fence opens
+  nothing). A fence line starts with three backticks or exactly three tildes, followed by at most
+  an info word (``python``, ``bash``); ``~~~~~~`` or ``~~~ a sentence ~~~`` is a decoration.
+- table: in a block (lines between blank lines) that holds two rows with letters or digits, or
+  one and a rule, its rows and rules. A *rule* is a line without letters or digits made of at least 3 of
   ``- = + _ ~ * : . # |``, box-drawing characters and dashes (``+----+``, ``|---|:--:|``,
   ``====``, ``├──┼──┤``); a *row* starts with a column separator (``|``, ``│``, ``┃``, ``║``) or
   a box-drawing character and holds 3 or more separators (two columns at least), or holds one
@@ -28,9 +28,9 @@ A line is (first rule that applies):
   ``name=value`` (no space around ``=``), or at least 30% of its characters are code symbols
   (``{}[]()<>=;$\\/&^@%|*_~#`` and quotes). Code-like: a syntax or command line, or a line
   without letters and digits.
-- prose: everything else (headings, list items, quotes, Chinese comments in code), and lines of
-  HTML or XML markup (``<tag``, ``</tag``, ``<!``) outside fences: markup left in a text is
-  judged as text.
+- prose: everything else (headings, list items, quotes, Chinese comments in code), and, outside
+  fences, lines of HTML or XML markup (``<tag``, ``</tag``, ``<!``) and mail headers
+  (``Content-Type: ...``): markup and headers left in a text are judged as text.
 
 Inside prose lines, inline code between two backticks on one line is not prose either; URLs
 (``scheme://`` up to a space, a quote, a bracket or a CJK character) and Markdown link targets
@@ -43,6 +43,7 @@ a tab) are analysed; every character of the other texts is prose.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -53,7 +54,7 @@ WORD, CJK, BLANKISH, SEP, RULE, CODESYM, HINT, OPCHAR = 1, 2, 4, 8, 16, 32, 64, 
 LAYOUT_HINTS = "|`$#%<>{}[]=;\\/@&^~*_+:"
 SEPARATORS = "|\u2502\u2503\u2551"
 RULE_CHARS = "-=+_~*:.#|\u2014\u2015\u2212"
-CODE_SYMBOLS = "{}[]()<>=;$\\/&^@%|*_~#\"'`"
+CODE_SYMBOLS = "{}[]()<>=;$\\/&^@%|\"'`"
 FIRST_CODE = "{}@/"
 LAST_CODE = "{};\\([="
 OPERATORS = ("==", "!=", "&&", "||", "->", "=>", "::", ":=", "+=")
@@ -62,6 +63,7 @@ CJK_RANGES = ((0x3040, 0x31FF), (0xAC00, 0xD7AF), (0x1100, 0x11FF))
 URL_END = " \t\n\"'<>()[]{}`"
 MAX_SCAN = 64  # indentation and URL scheme / length scans stop after this many characters
 MAX_URL = 2048
+MAX_CODE_LINE = 300  # non-space characters: a longer line is text, whatever it holds
 
 BLANK_LINE, PROSE_LINE, CODE_LINE, TABLE_LINE = 0, 1, 2, 3
 
@@ -311,13 +313,15 @@ def _classify_lines(
     block_sep_rule[block[is_rule & (sep > 0)]] = True
     bordered = isin(c0, SEPARATORS) | ((c0 >= 0x2500) & (c0 < 0x2580))
     row = ((sep >= 3) & bordered) | ((sep >= 1) & block_sep_rule[block])
-    block_rows = np.zeros(block[-1] + 1, dtype=bool)
-    block_rows[block[row & (word > 0)]] = True
-    table = ~blank & (is_rule | row) & block_rows[block]
+    content_rows = np.bincount(block[row & (word > 0)], minlength=block[-1] + 1)
+    table_block = (content_rows >= 2) | ((content_rows >= 1) & block_rule)
+    table = ~blank & (is_rule | row) & table_block[block]
     # fenced code: pairs of fence lines within a text
     tilde3 = (c0 == 0x7E) & (c1 == 0x7E) & (c2 == 0x7E) & (c3 != 0x7E)
     fence = ((c0 == 0x60) & (c1 == 0x60) & (c2 == 0x60)) | tilde3
-    fence &= ~blank
+    inner_space = per_line(blankish) - indent - trailing
+    fence &= ~blank & (inner_space <= 1) & ~isin(cl, "~")  # "~~~ a sentence ~~~" is a decoration
+    fence |= (nonspace == 3) & tilde3
     in_fence = np.zeros(n_lines, dtype=bool)
     if fence.any():
         doc_first = np.searchsorted(line_doc, np.arange(len(starts) - 1))
@@ -343,7 +347,9 @@ def _classify_lines(
     )
     letter_c1 = ((c1 | 0x20) >= 0x61) & ((c1 | 0x20) <= 0x7A)
     markup = (c0 == 0x3C) & (letter_c1 | isin(c1, "/!"))  # HTML / XML left in the text
-    syntax &= ~markup
+    syntax &= ~markup & (nonspace <= MAX_CODE_LINE)
+    syntax &= ~_header_lines(c, first_at, line_end, syntax & (c0 >= 0x41) & (c0 <= 0x5A))
+    prompt &= nonspace <= MAX_CODE_LINE
     codeish = (prompt | syntax) & ~table & ~in_fence
     # blocks: at least half code-like lines, one of them a command or syntax line
     n_block = np.bincount(block[~blank & ~table], minlength=block[-1] + 1)
@@ -360,6 +366,21 @@ def _classify_lines(
     kind[table & ~in_fence] = TABLE_LINE
     kind[code] = CODE_LINE
     return kind, line_start, line_end, line_doc
+
+
+HEADER = re.compile(r"[A-Z][A-Za-z0-9-]*: ")
+
+
+def _header_lines(
+    c: np.ndarray, first_at: np.ndarray, line_end: np.ndarray, candidates: np.ndarray
+) -> np.ndarray:
+    """bool per line: one of ``candidates`` that starts like a mail header (``Content-Type: ...``)."""
+    out = np.zeros(len(first_at), dtype=bool)
+    for i in np.flatnonzero(candidates).tolist():
+        a = int(first_at[i])
+        head = c[a : min(int(line_end[i]), a + 80)].tobytes().decode("utf-32-le", "replace")
+        out[i] = HEADER.match(head) is not None
+    return out
 
 
 def _operator_lines(

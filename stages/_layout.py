@@ -214,8 +214,8 @@ def _compute(bc: BatchChars) -> Layout:
         c, bits = bc.cps[positions], bits_all[positions]
         sub_starts = np.concatenate([[0], np.cumsum(spans[hinted])])
     ua, ub = _urls(c)
-    in_url = _covered(len(c), ua, ub) if len(ua) else None
-    line_kind, line_start, line_end, line_doc = _classify_lines(c, bits, sub_starts, in_url)
+    url_at = _positions(ua, ub)
+    line_kind, line_start, line_end, line_doc = _classify_lines(c, bits, sub_starts, url_at)
     prose_line = line_kind == PROSE_LINE
     other = ~prose_line & (line_kind != BLANK_LINE)
 
@@ -226,9 +226,8 @@ def _compute(bc: BatchChars) -> Layout:
     ca, cb = in_prose_lines(*_inline_code(c, line_start))
     a = np.concatenate([line_start[other], ca])
     b = np.concatenate([line_end[other], cb])
-    nonprose = np.flatnonzero(_covered(len(c), a, b)) if len(a) else empty
-    ua, ub = in_prose_lines(ua, ub)
-    links = np.flatnonzero(_covered(len(c), ua, ub)) if len(ua) else empty
+    nonprose = _positions(a, b)
+    links = _positions(*in_prose_lines(ua, ub))
     # back to positions of the whole batch
     doc = hinted[line_doc]
     if positions is not None:
@@ -239,12 +238,61 @@ def _compute(bc: BatchChars) -> Layout:
     return Layout(nonprose, links, doc.astype(np.int64), line_start, line_kind)
 
 
-def _covered(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """bool per position < n: inside one of the intervals [a, b)."""
-    delta = np.zeros(n + 1, dtype=np.int32)
-    np.add.at(delta, a, 1)
-    np.add.at(delta, b, -1)
-    return np.cumsum(delta[:-1]) > 0
+def _positions(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted int64 positions inside one of the intervals [a, b) (which may overlap), in time
+    proportional to the positions, not to the text."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(a, kind="stable")
+    a, b = a[order].astype(np.int64), b[order].astype(np.int64)
+    reach = np.maximum.accumulate(b)
+    new = np.concatenate([[True], a[1:] > reach[:-1]])  # an interval that starts a merged run
+    starts = a[new]
+    ends = reach[np.concatenate([np.flatnonzero(new)[1:] - 1, [len(a) - 1]])]
+    lengths = np.maximum(ends - starts, 0)
+    total = int(lengths.sum())
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lengths)
+
+
+def _inside(at: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """bool per element of ``at``: it is one of the sorted ``positions``."""
+    if not len(positions):
+        return np.zeros(len(at), dtype=bool)
+    i = np.minimum(np.searchsorted(positions, at), len(positions) - 1)
+    return positions[i] == at
+
+
+@lru_cache(maxsize=32)
+def _char_set(chars: str) -> np.ndarray:
+    """bool per code point: one of ``chars``."""
+    t = np.zeros(0x110000, dtype=bool)
+    t[[ord(ch) for ch in chars]] = True
+    return t
+
+
+@lru_cache(maxsize=1)
+def _not_space() -> np.ndarray:
+    """bool per code point: anything but a space or a tab (where indentation scans stop)."""
+    t = np.ones(0x110000, dtype=bool)
+    t[[0x20, 0x09]] = False
+    return t
+
+
+@lru_cache(maxsize=1)
+def _count_tables() -> tuple[np.ndarray, np.ndarray]:
+    """int64 [256] per layout bits, two line counts packed in 21-bit fields each: (non-space,
+    WORD, CJK) and (SEP, RULE, CODESYM). A line holds fewer than 2**21 characters (filter_length
+    drops longer texts by default; a longer line only makes its counts wrong)."""
+    b = np.arange(256)
+    first = (b & BLANKISH == 0) + ((b & WORD != 0) << 21) + ((b & CJK != 0) << 42)
+    second = (b & SEP != 0) + ((b & RULE != 0) << 21) + ((b & CODESYM != 0) << 42)
+    return first.astype(np.int64), second.astype(np.int64)
+
+
+def _unpack(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    mask = (1 << 21) - 1
+    return packed & mask, (packed >> 21) & mask, packed >> 42
 
 
 def _scan(c: np.ndarray, at: np.ndarray, step: int, stop: np.ndarray, limit: int) -> np.ndarray:
@@ -263,32 +311,27 @@ def _scan(c: np.ndarray, at: np.ndarray, step: int, stop: np.ndarray, limit: int
 
 
 def _classify_lines(
-    c: np.ndarray, bits: np.ndarray, starts: np.ndarray, in_url: np.ndarray | None
+    c: np.ndarray, bits: np.ndarray, starts: np.ndarray, url_at: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(kind, start, end, text index) of every line of the texts in ``c`` (each text ends with
-    "\\n"; ``starts`` their offsets): end is the position of the line's "\\n". ``in_url``:
-    positions inside URLs (their symbols make no line code-like)."""
+    "\\n"; ``starts`` their offsets): end is the position of the line's "\\n". ``url_at``:
+    sorted positions inside URLs (their symbols make no line code-like)."""
     line_end = np.flatnonzero(c == 0x0A)
     line_start = np.concatenate([[0], line_end[:-1] + 1])
     line_doc = np.searchsorted(starts, line_start, side="right") - 1
     n_lines = len(line_start)
 
-    def per_line(mask: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(mask, line_start, dtype=np.int64)
-
-    blankish = (bits & BLANKISH) != 0
-    nonspace = per_line(~blankish) - 1  # (not the "\n")
-    word = per_line((bits & WORD) != 0)
-    cjk = per_line((bits & CJK) != 0)
-    sep = per_line((bits & SEP) != 0)
-    rule = per_line((bits & RULE) != 0)
-    symbol = (bits & CODESYM) != 0
-    if in_url is not None:
-        symbol &= ~in_url
-    codesym = per_line(symbol)
+    first_table, second_table = _count_tables()
+    nonspace, word, cjk = _unpack(np.add.reduceat(first_table[bits], line_start))
+    sep, rule, codesym = _unpack(np.add.reduceat(second_table[bits], line_start))
+    nonspace -= 1  # (not the "\n")
+    if len(url_at):
+        in_url_symbol = url_at[(bits[url_at] & CODESYM) != 0]
+        codesym -= np.bincount(
+            np.searchsorted(line_start, in_url_symbol, side="right") - 1, minlength=n_lines
+        )
     blank = nonspace == 0
-    stop_space = np.ones(0x110000, dtype=bool)
-    stop_space[[0x20, 0x09]] = False
+    stop_space = _not_space()
     indent = _scan(c, line_start, 1, stop_space, MAX_SCAN)
     first_at = np.minimum(line_start + indent, line_end)
     trailing = _scan(c, np.maximum(line_end - 1, 0), -1, stop_space, MAX_SCAN)
@@ -301,7 +344,7 @@ def _classify_lines(
     cl = c[last_at]
 
     def isin(x: np.ndarray, chars: str) -> np.ndarray:
-        return np.isin(x, [ord(ch) for ch in chars])
+        return _char_set(chars)[x]
 
     # tables
     bare = ~blank & (word == 0)
@@ -319,7 +362,7 @@ def _classify_lines(
     # fenced code: pairs of fence lines within a text
     tilde3 = (c0 == 0x7E) & (c1 == 0x7E) & (c2 == 0x7E) & (c3 != 0x7E)
     fence = ((c0 == 0x60) & (c1 == 0x60) & (c2 == 0x60)) | tilde3
-    inner_space = per_line(blankish) - indent - trailing
+    inner_space = (line_end - line_start - nonspace) - indent - trailing
     fence &= ~blank & (inner_space <= 1) & ~isin(cl, "~")  # "~~~ a sentence ~~~" is a decoration
     fence |= (nonspace == 3) & tilde3
     in_fence = np.zeros(n_lines, dtype=bool)
@@ -338,7 +381,7 @@ def _classify_lines(
     prompt = (isin(c0, "$%") & space_next) | ((c0 == 0x23) & space_next & no_cjk)
     prompt |= (c0 == 0x3E) & (c1 == 0x3E) & (c2 == 0x3E) & (c3 == 0x20)
     prompt &= no_cjk & ~blank
-    ops = _operator_lines(c, bits, line_start, n_lines, in_url)
+    ops = _operator_lines(c, bits, line_start, n_lines, url_at)
     syntax = (
         no_cjk
         & ~blank
@@ -384,14 +427,13 @@ def _header_lines(
 
 
 def _operator_lines(
-    c: np.ndarray, bits: np.ndarray, line_start: np.ndarray, n_lines: int, in_url: np.ndarray | None
+    c: np.ndarray, bits: np.ndarray, line_start: np.ndarray, n_lines: int, url_at: np.ndarray
 ) -> np.ndarray:
     """bool per line: holds, outside URLs, an operator of OPERATORS or ``name=value`` (a letter,
     digit, ``_``, ``]`` or ``)`` before ``=``, no space after it)."""
     at = np.flatnonzero(bits & OPCHAR)
     at = at[at + 1 < len(c)]
-    if in_url is not None:
-        at = at[~in_url[at]]
+    at = at[~_inside(at, url_at)]
     out = np.zeros(n_lines, dtype=bool)
     if not len(at):
         return out
@@ -402,9 +444,9 @@ def _operator_lines(
     eq = (a == 0x3D) & (at > 0)
     if eq.any():
         before = c[np.maximum(at[eq] - 1, 0)]
-        word_before = ((layout_table()[before] & WORD) != 0) | np.isin(before, [0x5F, 0x5D, 0x29])
+        word_before = ((layout_table()[before] & WORD) != 0) | _char_set("_])")[before]
         after = b[eq]
-        hit[eq] |= word_before & ~np.isin(after, [0x20, 0x09, 0x0A, 0x3D])
+        hit[eq] |= word_before & ~_char_set(" \t\n=")[after]
     lines = np.searchsorted(line_start, at[hit], side="right") - 1
     out[lines] = True
     return out

@@ -73,15 +73,30 @@ def _latin1_table() -> np.ndarray:
 def latin1_run_chars(bc: BatchChars) -> np.ndarray:
     """Characters per text in runs of at least MIN_LATIN1_RUN Latin-1 / cp1252 upper-half
     characters that hold a letter U+00C0-U+00FF."""
-    kind = _latin1_table()[bc.cps]
-    at = np.flatnonzero(kind)
     out = np.zeros(len(bc.texts), dtype=np.int64)
+    cps = bc.cps
+    letters = np.flatnonzero((cps - np.uint32(0xC0)) < np.uint32(0x40))  # (wraps below U+00C0)
+    if not len(letters):
+        return out
+    docs = np.unique(bc.doc[letters])
+    if len(docs) < len(bc.texts):  # only the texts with such a letter
+        spans = np.diff(bc.starts)
+        take = np.zeros(len(bc.texts), dtype=bool)
+        take[docs] = True
+        positions = np.flatnonzero(np.repeat(take, spans))
+        kind = _latin1_table()[cps[positions]]
+        at = positions[np.flatnonzero(kind)]
+        kind = kind[kind != 0]
+    else:
+        kind = _latin1_table()[cps]
+        at = np.flatnonzero(kind)
+        kind = kind[at]
     if len(at) < MIN_LATIN1_RUN:
         return out
     first = np.concatenate([[True], at[1:] != at[:-1] + 1])
     run = np.cumsum(first) - 1
     length = np.bincount(run)
-    letters = np.bincount(run, weights=kind[at] == 3)
+    letters = np.bincount(run, weights=kind == 3)
     starts = at[first]
     good = (length >= MIN_LATIN1_RUN) & (letters > 0)
     if good.any():

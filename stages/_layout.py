@@ -153,7 +153,8 @@ class Layout:
     def subset(self, keep: np.ndarray, old_starts: np.ndarray, new_starts: np.ndarray) -> Layout:
         """The layout of the texts where ``keep`` is set (their offsets ``new_starts``)."""
         new_index = np.cumsum(keep) - 1
-        shift = old_starts[:-1] - np.concatenate([[0], new_starts[:-1]])[np.maximum(new_index, 0)]
+        kept_starts = np.append(new_starts[:-1], 0)  # (a 0 for the texts before the first kept one)
+        shift = old_starts[:-1] - kept_starts[new_index]
 
         def narrow(at: np.ndarray) -> np.ndarray:
             doc_of = np.searchsorted(old_starts, at, side="right") - 1

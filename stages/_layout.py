@@ -28,14 +28,15 @@ A line is (first rule that applies):
   ``name=value`` (no space around ``=``), or at least 30% of its characters are code symbols
   (``{}[]()<>=;$\\/&^@%|*_~#`` and quotes). Code-like: a syntax or command line, or a line
   without letters and digits.
+- code, markup: a line that is a single HTML / XML tag (``<details>``, ``</div>``, ``<!-- x -->``).
 - prose: everything else (headings, list items, quotes, Chinese comments in code), and, outside
-  fences, lines of HTML or XML markup (``<tag``, ``</tag``, ``<!``) and mail headers
+  fences, other lines of HTML or XML markup (``<tag``, ``</tag``, ``<!``) and mail headers
   (``Content-Type: ...``): markup and headers left in a text are judged as text.
 
-Inside prose lines, inline code between two backticks on one line is not prose either; URLs
-(``scheme://`` up to a space, a quote, a bracket or a CJK character) and Markdown link targets
-(``](...)``) are ``links``: running text for the share of Chinese (a page of links is not Chinese
-prose), but neither sentences nor repeated words.
+Inside prose lines, inline code between two backticks on one line and Markdown link and image
+targets (``](...)``, not shown to a reader) are not prose either; URLs (``scheme://`` up to a
+space, a quote, a bracket or a CJK character) are ``links``: running text for the share of
+Chinese (a page of links is not Chinese prose), but neither sentences nor repeated words.
 
 Only texts holding one of the characters these rules look for (``LAYOUT_HINTS``, box drawing,
 a tab) are analysed; every character of the other texts is prose.
@@ -214,8 +215,8 @@ def _compute(bc: BatchChars) -> Layout:
         positions = np.repeat(take, spans)
         c, bits = bc.cps[positions], bits_all[positions]
         sub_starts = np.concatenate([[0], np.cumsum(spans[hinted])])
-    ua, ub = _urls(c)
-    url_at = _positions(ua, ub)
+    ua, ub, ta, tb = _urls(c)
+    url_at = _positions(np.concatenate([ua, ta]), np.concatenate([ub, tb]))
     line_kind, line_start, line_end, line_doc = _classify_lines(c, bits, sub_starts, url_at)
     prose_line = line_kind == PROSE_LINE
     other = ~prose_line & (line_kind != BLANK_LINE)
@@ -225,8 +226,9 @@ def _compute(bc: BatchChars) -> Layout:
         return a[ok], b[ok]
 
     ca, cb = in_prose_lines(*_inline_code(c, line_start))
-    a = np.concatenate([line_start[other], ca])
-    b = np.concatenate([line_end[other], cb])
+    ta, tb = in_prose_lines(ta, tb)
+    a = np.concatenate([line_start[other], ca, ta])
+    b = np.concatenate([line_end[other], cb, tb])
     nonprose = _positions(a, b)
     links = _positions(*in_prose_lines(ua, ub))
     # back to positions of the whole batch
@@ -391,6 +393,12 @@ def _classify_lines(
     )
     letter_c1 = ((c1 | 0x20) >= 0x61) & ((c1 | 0x20) <= 0x7A)
     markup = (c0 == 0x3C) & (letter_c1 | isin(c1, "/!"))  # HTML / XML left in the text
+    lt = np.flatnonzero(c == 0x3C)
+    one_tag = (
+        markup
+        & (cl == 0x3E)
+        & (np.bincount(np.searchsorted(line_start, lt, side="right") - 1, minlength=n_lines) == 1)
+    )
     syntax &= ~markup & (nonspace <= MAX_CODE_LINE)
     syntax &= ~_header_lines(c, first_at, line_end, syntax & (c0 >= 0x41) & (c0 <= 0x5A))
     prompt &= nonspace <= MAX_CODE_LINE
@@ -404,7 +412,7 @@ def _classify_lines(
     after_prompt = seen == block
     sentence_end = isin(cl, ".!?")
     joined = (after_prompt | code_block[block]) & ~sentence_end
-    code = in_fence | (~table & ~blank & no_cjk & ~markup & (prompt | syntax | joined))
+    code = in_fence | one_tag | (~table & ~blank & no_cjk & ~markup & (prompt | syntax | joined))
     kind = np.full(n_lines, PROSE_LINE, dtype=np.uint8)
     kind[blank] = BLANK_LINE
     kind[table & ~in_fence] = TABLE_LINE
@@ -453,16 +461,17 @@ def _operator_lines(
     return out
 
 
-def _urls(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[start, end) of every ``scheme://...`` URL and every Markdown link target ``](...)``."""
+def _urls(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """[start, end) of every ``scheme://...`` URL, then of every Markdown link target ``](...)``."""
     bracket = np.flatnonzero(c[:-1] == 0x5D)
     bracket = bracket[c[bracket + 1] == 0x28]
     link_end = _scan(c, bracket + 2, 1, _url_end_table(), MAX_URL) if len(bracket) else bracket
     colon = np.flatnonzero(c == 0x3A)
     colon = colon[colon + 2 < len(c)]
     colon = colon[(c[colon + 1] == 0x2F) & (c[colon + 2] == 0x2F)]
+    targets = (bracket + 1, bracket + 3 + link_end)
     if not len(colon):
-        return bracket + 1, bracket + 2 + link_end + 1
+        return colon, colon, *targets
     letter = np.zeros(0x110000, dtype=bool)
     letter[ord("a") : ord("z") + 1] = True
     letter[ord("A") : ord("Z") + 1] = True
@@ -470,9 +479,7 @@ def _urls(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keep = scheme > 0
     start = (colon - scheme)[keep]
     length = _scan(c, colon[keep], 1, _url_end_table(), MAX_URL)
-    return np.concatenate([start, bracket + 1]), np.concatenate(
-        [colon[keep] + length, bracket + 3 + link_end]
-    )
+    return start, colon[keep] + length, *targets
 
 
 def _inline_code(c: np.ndarray, line_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,8 @@ A line is (first rule that applies):
 - blank: only spaces and tabs.
 - code, fenced: from a fence line to the next one, both included (an unclosed last fence opens
   nothing). A fence line starts with three backticks or exactly three tildes, followed by at most
-  an info word (``python``, ``bash``); ``~~~~~~`` or ``~~~ a sentence ~~~`` is a decoration.
+  an info word without CJK (``python``, ``bash``); ``~~~~~~``, ``~~~ a sentence ~~~`` or
+  a Chinese sentence after three backticks is text.
 - table: in a block (lines between blank lines) that holds two rows with letters or digits, or
   one and a rule, its rows and rules. A *rule* is a line without letters or digits made of at least 3 of
   ``- = + _ ~ * : . # |``, box-drawing characters and dashes (``+----+``, ``|---|:--:|``,
@@ -21,11 +22,14 @@ A line is (first rule that applies):
   (``| text |`` between ``+----+``) and a rule or ``|||`` line standing alone are decorations, not
   tables.
 - code, listing: a line without CJK characters that is a command line (starts with ``$ ``, ``% ``,
-  ``>>> ``, or ``# `` followed by no CJK), or follows a command line in its block (its output), or
+  ``>>> ``, or ``# `` followed by a lowercase command and no ``, ``: ``# This file is ...`` and
+  ``# they are, ...`` are comments or headings), or follows a command line in its block (its
+  output), or
   stands in a block where at least half the lines are code-like and one is a command or syntax
-  line. Syntax line: no CJK and starts with one of ``{ } < @ / \\``, or ends with one of
+  line. Syntax line: no CJK and starts with one of ``{ } < @ / \\`` (not ``// words``: a
+  comment of words is read as words), or ends with one of
   ``{ } ; \\ ( [ =``, or holds an operator (``==  !=  &&  ||  ->  =>  ::  :=  +=``) or
-  ``name=value`` (no space around ``=``), or at least 30% of its characters are code symbols
+  ``name=value`` or ``name = value``, or at least 30% of its characters are code symbols
   (``{}[]()<>=;$\\/&^@%|*_~#`` and quotes). Code-like: a syntax or command line, or a line
   without letters and digits.
 - code, markup: a line that is a single HTML / XML tag (``<details>``, ``</div>``, ``<!-- x -->``).
@@ -33,10 +37,13 @@ A line is (first rule that applies):
   fences, other lines of HTML or XML markup (``<tag``, ``</tag``, ``<!``) and mail headers
   (``Content-Type: ...``): markup and headers left in a text are judged as text.
 
-Inside prose lines, inline code between two backticks on one line and Markdown link and image
-targets (``](...)``, not shown to a reader) are not prose either; URLs (``scheme://`` up to a
-space, a quote, a bracket or a CJK character) are ``links``: running text for the share of
-Chinese (a page of links is not Chinese prose), but neither sentences nor repeated words.
+Inside prose lines, Markdown link and image targets (``](...)``, not shown to a reader) are not
+prose either. URLs (``scheme://`` up to a space, a quote, a bracket or a CJK character) are
+``links`` and inline code between two backticks on one line (holding no CJK character: a span
+of Chinese is read as text) is ``inline``: both are running text for the share of Chinese (a
+page of links or of backticked words is not Chinese prose) and part of their sentence, but not
+sentence characters themselves; inline code holds no words to repeat (a manual names its options
+again and again), a URL does (a page repeating one URL is repetition).
 
 Only texts holding one of the characters these rules look for (``LAYOUT_HINTS``, box drawing,
 a tab) are analysed; every character of the other texts is prose.
@@ -119,32 +126,42 @@ class Layout:
     """Line kinds and non-prose characters of a batch (see the module docstring).
 
     nonprose: sorted int64 positions in ``bc.cps`` of the characters of code and table lines and
-    of inline code; links: those of URLs and link targets in prose lines (empty arrays when there
-    are none). line_doc / line_start / line_kind: the lines of the analysed texts (text index,
-    position of the first character in ``bc.cps``, BLANK_LINE ... TABLE_LINE), in order; texts not
-    analysed have no entry (all their lines are prose or blank).
+    of Markdown link targets in prose lines; links: those of URLs in prose lines; inline: those of
+    inline code in prose lines (empty arrays when there are none). line_doc / line_start /
+    line_kind: the lines of the analysed texts (text index, position of the first character in
+    ``bc.cps``, BLANK_LINE ... TABLE_LINE), in order; texts not analysed have no entry (all their
+    lines are prose or blank).
     """
 
     def __init__(
         self,
         nonprose: np.ndarray,
         links: np.ndarray,
+        inline: np.ndarray,
         line_doc: np.ndarray,
         line_start: np.ndarray,
         line_kind: np.ndarray,
     ):
         self.nonprose = nonprose
         self.links = links
+        self.inline = inline
         self.line_doc = line_doc
         self.line_start = line_start
         self.line_kind = line_kind
 
     @property
     def not_running_text(self) -> np.ndarray:
-        """Sorted positions of ``nonprose`` and ``links`` together."""
-        if not len(self.links):
+        """Sorted positions of ``nonprose``, ``links`` and ``inline`` together (not sentences)."""
+        if not len(self.links) and not len(self.inline):
             return self.nonprose
-        return np.union1d(self.nonprose, self.links)
+        return np.union1d(np.union1d(self.nonprose, self.links), self.inline)
+
+    @property
+    def no_words(self) -> np.ndarray:
+        """Sorted positions of ``nonprose`` and ``inline`` together (no words to repeat)."""
+        if not len(self.inline):
+            return self.nonprose
+        return np.union1d(self.nonprose, self.inline)
 
     def kinds_of(self, i: int) -> np.ndarray | None:
         """Kinds of the lines of text ``i`` (one per ``text.split("\\n")``), None if not analysed."""
@@ -167,6 +184,7 @@ class Layout:
         return Layout(
             narrow(self.nonprose),
             narrow(self.links),
+            narrow(self.inline),
             new_index[ld],
             self.line_start[lines] - shift[ld],
             self.line_kind[lines],
@@ -195,7 +213,7 @@ def prose_counts(bc: BatchChars) -> np.ndarray:
 
 def _compute(bc: BatchChars) -> Layout:
     empty = np.zeros(0, dtype=np.int64)
-    nothing = Layout(empty, empty, empty, empty, np.zeros(0, dtype=np.uint8))
+    nothing = Layout(empty, empty, empty, empty, empty, np.zeros(0, dtype=np.uint8))
     n_texts = len(bc.texts)
     if not n_texts:
         return nothing
@@ -225,20 +243,22 @@ def _compute(bc: BatchChars) -> Layout:
         ok = prose_line[np.searchsorted(line_start, a, side="right") - 1]
         return a[ok], b[ok]
 
-    ca, cb = in_prose_lines(*_inline_code(c, line_start))
+    ca, cb = in_prose_lines(*_inline_code(c, bits, line_start))
     ta, tb = in_prose_lines(ta, tb)
-    a = np.concatenate([line_start[other], ca, ta])
-    b = np.concatenate([line_end[other], cb, tb])
+    a = np.concatenate([line_start[other], ta])
+    b = np.concatenate([line_end[other], tb])
     nonprose = _positions(a, b)
     links = _positions(*in_prose_lines(ua, ub))
+    inline = _positions(ca, cb)
     # back to positions of the whole batch
     doc = hinted[line_doc]
     if positions is not None:
         shift = bc.starts[hinted] - sub_starts[:-1]
         nonprose = nonprose + shift[np.searchsorted(sub_starts, nonprose, side="right") - 1]
         links = links + shift[np.searchsorted(sub_starts, links, side="right") - 1]
+        inline = inline + shift[np.searchsorted(sub_starts, inline, side="right") - 1]
         line_start = line_start + shift[line_doc]
-    return Layout(nonprose, links, doc.astype(np.int64), line_start, line_kind)
+    return Layout(nonprose, links, inline, doc.astype(np.int64), line_start, line_kind)
 
 
 def _positions(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -367,6 +387,7 @@ def _classify_lines(
     fence = ((c0 == 0x60) & (c1 == 0x60) & (c2 == 0x60)) | tilde3
     inner_space = (line_end - line_start - nonspace) - indent - trailing
     fence &= ~blank & (inner_space <= 1) & ~isin(cl, "~")  # "~~~ a sentence ~~~" is a decoration
+    fence &= cjk == 0  # an info word is ASCII: "```再运行一次。" is text that starts with backticks
     fence |= (nonspace == 3) & tilde3
     in_fence = np.zeros(n_lines, dtype=bool)
     if fence.any():
@@ -380,16 +401,23 @@ def _classify_lines(
         in_fence = (opened % 2 == 1) | paired
     # command lines and syntax lines
     no_cjk = cjk == 0
-    space_next = (c1 == 0x20) & (isin(c2, "./~_") | ((c2 | 0x20) >= 0x61) & ((c2 | 0x20) <= 0x7A))
-    prompt = (isin(c0, "$%") & space_next) | ((c0 == 0x23) & space_next & no_cjk)
+    lower_c2 = (c2 >= 0x61) & (c2 <= 0x7A)
+    space_next = (c1 == 0x20) & (isin(c2, "./~_") | lower_c2 | ((c2 >= 0x41) & (c2 <= 0x5A)))
+    # "# " is also a comment or a heading: a root prompt runs a lowercase command, and a comma
+    # followed by a space is a sentence's ("# This file is licensed ...", "# they are, ...")
+    comma = np.flatnonzero((c[:-1] == 0x2C) & (c[1:] == 0x20))
+    comma_line = np.bincount(np.searchsorted(line_start, comma, side="right") - 1, minlength=n_lines)
+    root = (c0 == 0x23) & (c1 == 0x20) & (isin(c2, "./~_") | lower_c2) & (comma_line == 0)
+    prompt = (isin(c0, "$%") & space_next) | root
     prompt |= (c0 == 0x3E) & (c1 == 0x3E) & (c2 == 0x3E) & (c3 == 0x20)
     prompt &= no_cjk & ~blank
     ops = _operator_lines(c, bits, line_start, n_lines, url_at)
+    comment = (c0 == 0x2F) & (c1 == 0x2F) & isin(c2, " \t/")  # "// words" is read as words
     syntax = (
         no_cjk
         & ~blank
         & ~bare
-        & (isin(c0, FIRST_CODE) | isin(cl, LAST_CODE) | ops | (codesym * 10 >= nonspace * 3))
+        & ((isin(c0, FIRST_CODE) & ~comment) | isin(cl, LAST_CODE) | ops | (codesym * 10 >= nonspace * 3))
     )
     letter_c1 = ((c1 | 0x20) >= 0x61) & ((c1 | 0x20) <= 0x7A)
     markup = (c0 == 0x3C) & (letter_c1 | isin(c1, "/!"))  # HTML / XML left in the text
@@ -456,6 +484,16 @@ def _operator_lines(
         word_before = ((layout_table()[before] & WORD) != 0) | _char_set("_])")[before]
         after = b[eq]
         hit[eq] |= word_before & ~_char_set(" \t\n=")[after]
+        # name = value: a word character, one space, "=", one space, something
+        spaced = at[eq]
+        two_before = c[np.maximum(spaced - 2, 0)]
+        two_after = c[np.minimum(spaced + 2, len(c) - 1)]
+        hit[eq] |= (
+            (before == 0x20)
+            & (after == 0x20)
+            & ((layout_table()[two_before] & WORD) != 0)
+            & ~_char_set(" \t\n")[two_after]
+        )
     lines = np.searchsorted(line_start, at[hit], side="right") - 1
     out[lines] = True
     return out
@@ -482,8 +520,9 @@ def _urls(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return start, colon[keep] + length, *targets
 
 
-def _inline_code(c: np.ndarray, line_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[start, end) of each pair of backticks (and what is between) on one line."""
+def _inline_code(c: np.ndarray, bits: np.ndarray, line_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) of each pair of backticks (and what is between) on one line that holds no
+    CJK character (a span holding CJK is read as text)."""
     tick = np.flatnonzero(c == 0x60)
     if len(tick) < 2:
         return tick[:0], tick[:0]
@@ -492,4 +531,7 @@ def _inline_code(c: np.ndarray, line_start: np.ndarray) -> tuple[np.ndarray, np.
     rank = np.arange(len(tick)) - np.maximum.accumulate(np.where(first, np.arange(len(tick)), 0))
     opening = (rank % 2 == 0)[:-1] & (line[1:] == line[:-1])
     at = np.flatnonzero(opening)
-    return tick[at], tick[at + 1] + 1
+    a, b = tick[at], tick[at + 1] + 1
+    cjk = np.concatenate([[0], np.cumsum((bits & CJK) != 0)])
+    ascii_only = cjk[b] == cjk[a]
+    return a[ascii_only], b[ascii_only]

@@ -3,9 +3,11 @@
 Score ``max_unpunctuated``: the longest stretch of prose characters (whitespace not counted)
 between two sentence or clause marks (。！？；，、：… and .!?;,:). Code, command listings, tables
 and their rules, URLs, Markdown link targets and inline code (``stages._layout``) are not prose:
-they count for nothing and end a stretch, so a listing or a table is never a run of unpunctuated
-prose. With ``newline_breaks`` a line break ends a stretch too (for corpora whose lines are
-sentences without marks, e.g. lists of titles).
+they count for nothing. A line of code or of a table and a link target also end a stretch, so a
+listing, a table or a list of links is never a run of unpunctuated prose, while a sentence goes
+on through its URLs and inline code (backticks hide no garbage). With ``newline_breaks`` a line
+break ends a stretch too (for corpora whose lines are sentences without marks, e.g. lists of
+titles).
 Drop ``no_punctuation`` when it exceeds ``max_chars`` (Chinese documents: Han characters are at
 least ``chinese_at`` of the non-space characters) or ``max_chars_other`` (other documents:
 e-mail and English prose have lists, signatures and code without marks, and a Latin word is
@@ -37,10 +39,13 @@ def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Colum
     breaks = _breaks()[cps]
     if newline_breaks:
         breaks |= cps == 10
-    nonprose = layout(bc).not_running_text
-    if len(nonprose):
-        nonspace[nonprose] = False
-        breaks[nonprose] = True
+    lay = layout(bc)
+    hidden = lay.not_running_text
+    if len(hidden):
+        nonspace[hidden] = False
+        # code and table lines and link targets end a stretch; a URL or inline code is part of its
+        # sentence (not counted, not a break: a backtick is no sentence mark)
+        breaks[lay.nonprose] = True
     breaks[starts[1:] - 1] = True  # the "\n" after each text ends its last stretch
     cum = np.concatenate([[0], np.cumsum(nonspace)])
     pos = np.flatnonzero(breaks)

@@ -1,8 +1,9 @@
 """Repetition filter (after Gopher, Rae et al. 2021), with Chinese measured on characters.
 
 Measured on prose only (``stages._layout``): lines of code, command listings and tables (their
-rules above all) are neither lines nor units here, and URLs, Markdown link targets and inline code
-hold no units, so a manual's table rules and repeated commands are not repetition.
+rules above all) are neither lines nor units here, and Markdown link targets and inline code
+hold no units, so a manual's table rules, repeated commands and option names are not repetition
+(a URL's words are units: a page repeating one URL is repetition).
 
 Units: every Han, kana or hangul character is one unit; a run of other letters and digits (a
 Latin word, a number) is one unit. Characters of a unit: its length.
@@ -131,9 +132,9 @@ def _units(
     bc = batch_chars(texts)
     cps = bc.cps
     kind = unit_table()[cps]
-    nonprose = layout(bc).nonprose
-    if len(nonprose):
-        kind[nonprose] = 0  # code, tables, URLs: no units
+    no_words = layout(bc).no_words
+    if len(no_words):
+        kind[no_words] = 0  # code, tables, link targets, inline code: no units
     word = (kind & WORD) != 0
     # word runs: starts and ends, found on the word characters only
     wpos = np.flatnonzero(word)

@@ -1,8 +1,9 @@
 """Script-mix filter: the share of Chinese among the prose, and the share of non-text symbols.
 
 A document is judged on its prose (``stages._layout``): code, command listings, tables and their
-rules, URLs, Markdown link targets and inline code are not counted, so a Chinese manual full of
-shell commands and box-drawn tables is as Chinese as its sentences.
+rules and Markdown link targets are not counted, so a Chinese manual full of shell commands and
+box-drawn tables is as Chinese as its sentences; URLs and inline code are running text and
+counted (a page of links or of backticked words is not Chinese prose).
 
 Scores (shares of prose characters, whitespace never counted):
 - ``han_share``: Han characters / word characters (letters and digits of any script, Han

@@ -150,7 +150,7 @@ class Layout:
         self.line_kind = line_kind
 
     @property
-    def not_running_text(self) -> np.ndarray:
+    def not_sentence_chars(self) -> np.ndarray:
         """Sorted positions of ``nonprose``, ``links`` and ``inline`` together (not sentences)."""
         if not len(self.links) and not len(self.inline):
             return self.nonprose

@@ -40,7 +40,7 @@ def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Colum
     if newline_breaks:
         breaks |= cps == 10
     lay = layout(bc)
-    hidden = lay.not_running_text
+    hidden = lay.not_sentence_chars
     if len(hidden):
         nonspace[hidden] = False
         # code and table lines and link targets end a stretch; a URL or inline code is part of its

@@ -107,9 +107,9 @@ def kinds(text: str) -> str:
 
 
 def nonprose_text(text: str) -> str:
-    """The characters of ``text`` that are not prose (links included), in order."""
+    """The characters of ``text`` that are no sentence characters (links, inline code too), in order."""
     lay = layout(BatchChars.of([text]))
-    return "".join(text[i] for i in lay.not_running_text.tolist())
+    return "".join(text[i] for i in lay.not_sentence_chars.tolist())
 
 
 def test_lines_are_classified() -> None:
@@ -163,7 +163,7 @@ def test_inline_code() -> None:
     assert not len(lay.nonprose)
 
 
-def test_links_and_inline_code_are_not_running_text() -> None:
+def test_links_and_inline_code_are_not_sentence_characters() -> None:
     text = "见 [文档](doc/a.md) 和 https://x.org/a?b=c 以及 `tokenized_path` 参数。"
     assert nonprose_text(text) == "(doc/a.md)https://x.org/a?b=c`tokenized_path`"
     assert nonprose_text(PROSE) == ""

@@ -44,7 +44,8 @@ def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Colum
     if len(hidden):
         nonspace[hidden] = False
         # code and table lines and link targets end a stretch; a URL or inline code is part of its
-        # sentence (not counted, not a break: a backtick is no sentence mark)
+        # sentence (not counted, and its own dots and colons are no sentence marks)
+        breaks[hidden] = False
         breaks[lay.nonprose] = True
     breaks[starts[1:] - 1] = True  # the "\n" after each text ends its last stretch
     cum = np.concatenate([[0], np.cumsum(nonspace)])

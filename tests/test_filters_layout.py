@@ -223,6 +223,12 @@ def test_inline_code_hides_no_garbage() -> None:
     run = words[:100] + " `x` " + words[100:] + " `y` " + words[::-1]
     assert drop_reason("filter_punctuation", run) == "no_punctuation"  # one stretch of garbage
     assert max(map(len, run.split(" `"))) < 300  # (each piece alone is short enough)
+    linked = run.replace(" `x` ", " https://example.org/a ").replace(" `y` ", " http://b.example/c ")
+    assert drop_reason("filter_punctuation", linked) == "no_punctuation"  # URLs do not end it either
+    # a list of Markdown links is a list: each link target ends a stretch
+    toc = "\n".join(f"- [{words[i : i + 20]}](#{words[i : i + 20]})" for i in range(0, 280, 20))
+    assert drop_reason("filter_punctuation", toc) is None
+    assert drop_reason("filter_punctuation", toc.replace("](#", "（").replace(")", "）")) == "no_punctuation"
     assert drop_reason("filter_punctuation", run.replace(" `x` ", "。").replace(" `y` ", "。")) is None
     names = " ".join(f"`{w}`" for w in ["abc_def", "x1y2z3"] * 10)
     backticked = "改了招牌以后第一次光顾，感觉没啥变化。" + names

@@ -141,19 +141,35 @@ def measured_call(args: tuple) -> tuple:
     return result, sampler.before, peak, proc_status_kb().get("VmHWM", 0)
 
 
-def measured_map(records: list, workers: int):
-    """A ``DriverContext.parallel_map`` that runs every call in a fresh spawned process (``workers``
-    at a time) and appends (function name, anonymous KiB before, peak, VmHWM) per call to records."""
-    import multiprocessing as mp
+class MeasuredExecutor:
+    """An executor (:class:`dataprep.executor.base.Executor`, ``map`` only) that runs every call
+    in a fresh spawned process (``workers`` at a time) and appends (function name, anonymous KiB
+    before, peak, VmHWM) per call to ``records``."""
 
-    def run(fn, items: list) -> list:
+    has_workers = True
+
+    def __init__(self, records: list, workers: int):
+        self.records, self.workers = records, workers
+
+    def map(self, fn, items: list) -> list:
+        import multiprocessing as mp
+
         ctx = mp.get_context("spawn")
-        with ctx.Pool(workers, maxtasksperchild=1) as pool:
+        with ctx.Pool(self.workers, maxtasksperchild=1) as pool:
             got = pool.map(measured_call, [(fn, x) for x in items], chunksize=1)
-        records.extend((fn.__name__, before, peak, hwm) for _, before, peak, hwm in got)
+        self.records.extend((fn.__name__, before, peak, hwm) for _, before, peak, hwm in got)
         return [r for r, *_ in got]
 
-    return run
+    def submit(self, fn, arg):
+        from dataprep.executor.base import done_future
+
+        return done_future(fn, arg)
+
+    def worker_pids(self) -> list[int]:
+        return []
+
+    def close(self) -> None:
+        pass
 
 
 def open_text(path: str | Path) -> Any:

@@ -7,7 +7,7 @@ Usage:
 For each corpus size, writes synthetic spill files of the form compute writes (band keys of random
 documents, with --dup-rate of them near copies sharing some bands with an original; signatures
 for ``verify: signature``), then runs ``decide`` in a fresh process whose ``DriverContext.map``
-runs every call in its own fresh process (--workers at a time; bench/_measure.measured_map), and
+runs every call in its own fresh process (--workers at a time; bench/_measure.MeasuredExecutor), and
 reports the peak anonymous memory (RssAnon sampled every 2 ms; memory-mapped spill pages are page
 cache and not counted) of the driver and, per round, of the largest call: absolute (a fresh
 Python with numpy and pyarrow imported is ~60-80 MiB of it) and above the process's start. The
@@ -35,7 +35,7 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[5])
-from _measure import AnonPeak, measured_map
+from _measure import AnonPeak, MeasuredExecutor
 from dataprep.stage import DriverContext, build_params
 from dataprep.stats import StageStats
 import stages.minhash_dedup as md
@@ -47,15 +47,15 @@ stage = md.MinhashDedup(build_params(md.MinhashDedupParams, {"verify": "signatur
 records = []
 pool = None
 if int(sys.argv[6]):  # time it as a run does: one persistent pool (started before the clock)
-    from dataprep.executor import LocalExecutor
+    from dataprep.executor.pool import LocalExecutor
     pool = LocalExecutor(workers)
     pool.map(abs, [0, 1])
-    parallel_map = pool.map
+    executor = pool
 else:
-    parallel_map = measured_map(records, workers)
+    executor = MeasuredExecutor(records, workers)
 ctx = DriverContext(
     work_dir=work, output_dir=work / "o", task_ids=tasks, seed=0, artifacts={}, stats=StageStats(),
-    workers=workers, quiet=True, parallel_map=parallel_map,
+    workers=workers, quiet=True, executor=executor,
 )
 driver = AnonPeak()
 t0 = time.monotonic()
@@ -107,13 +107,13 @@ def write_spills(work: Path, n: int, dup_rate: float, per_task: int, bands: int,
 
 
 ROUNDS = {
-    "_index_task": "1 index (per task)",
-    "_candidates": "2 candidates (per key partition)",
-    "_verify": "3 verify (per pair bucket)",
+    "index_task": "1 index (per task)",
+    "find_candidates": "2 candidates (per key partition)",
+    "verify_pairs": "3 verify (per pair bucket)",
     "large_star": "4 components: large-star",
     "small_star": "4 components: small-star",
-    "_finalize": "5 survivors (per edge bucket)",
-    "_write_decision": "6 decisions (per task)",
+    "choose_survivors": "5 survivors (per edge bucket)",
+    "write_task_decision": "6 decisions (per task)",
 }
 
 
@@ -161,7 +161,7 @@ def main() -> None:
                 continue
             peak = max(p for _, _, p, _ in calls) / 1024
             above = max(p - b for _, b, p, _ in calls) / 1024
-            per_doc = above * 2**20 / (n / len(calls)) if name in ("_candidates", "_index_task") else None
+            per_doc = above * 2**20 / (n / len(calls)) if name in ("find_candidates", "index_task") else None
             per = f"{per_doc:15.1f}" if per_doc is not None else f"{'':>15}"
             print(f"  {label:<36} {len(calls):>5} {peak:>14.0f} {above:>16.0f} {per}")
 

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from _measure import Measured, open_text, run_measured, write_result
 
-from dataprep.ray_executor import local_ray_head
+from dataprep.executor.ray import local_ray_head
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -118,7 +118,7 @@ RAY_CLUSTER = "ours ray, running 2-CPU cluster"
 RAY_ALONE = "Ray alone: start a 2-CPU instance, shut it down"
 RAY_CLUSTER_ALONE = "Ray alone: join the running cluster, leave it"
 RAY_ALONE_CODE = (
-    "import sys; from dataprep.ray_executor import RayExecutor; RayExecutor(2, *sys.argv[1:]).__exit__()"
+    "import sys; from dataprep.executor.ray import RayExecutor; RayExecutor(2, *sys.argv[1:]).__exit__()"
 )
 
 

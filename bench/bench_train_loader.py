@@ -27,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dataprep.formats.readers_for_training import BinRows, open_split
+from dataprep.formats.bin_shards import BinRows
+from dataprep.formats.readers_for_training import open_split
 from pretrain.data import RowSource, epoch_order, row_features
 from pretrain.synthetic_data import write_dataset
 

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stages.lang_id import HAN_FORMS_FILE, _opencc_fingerprint, han_forms_computed  # noqa: E402
+from stages.lang_id import HAN_FORMS_FILE, han_forms_computed, opencc_fingerprint  # noqa: E402
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     trad, simp = han_forms_computed()
     out = {
         "opencc": getattr(opencc, "__version__", ""),
-        "fingerprints": {c: _opencc_fingerprint(c) for c in ("t2s", "s2t")},
+        "fingerprints": {c: opencc_fingerprint(c) for c in ("t2s", "s2t")},
         "trad": trad,
         "simp": simp,
     }

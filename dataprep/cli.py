@@ -45,7 +45,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             print(
                 "the file system is full: free space where OUT is (deduplication keeps about 3x the "
-                "corpus text there while it runs; README: 'Memory per phase'), then",
+                "corpus text there while it runs; docs/scaling-out-on-ray.md, 'Memory per phase'), then",
                 file=sys.stderr,
             )
         print("rerun the same command to resume: finished tasks are kept", file=sys.stderr)
@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--row", type=int, default=None, help="show only this row")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.add_argument("--split", default="train", help="split, when PATH is an output directory (default train)")
-    q.add_argument("--format", choices=["bin", "mindrecord"], default=None, help="format, for a directory")
+    q.add_argument("--format", default=None, help="shard format (bin, mindrecord, ...), for a directory")
     q.add_argument("--tokenizer", default=None, help="tokenizer to decode with (default: the run's)")
     q.set_defaults(func=_cmd_inspect)
 

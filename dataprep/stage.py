@@ -12,7 +12,8 @@ Kinds of stage:
 * ``global``  - needs the whole corpus before it can decide (dedup, tokenizer training, packing):
   ``compute`` per task, then ``decide`` once, then ``apply`` per task in the next pass
   (:class:`GlobalStage`).
-* ``writer``  - writes packed rows to a shard format (:class:`ShardWriter`).
+* ``writer``  - writes packed rows to a shard format (:class:`ShardWriter`); each is part of a
+  shard format's entry in :mod:`dataprep.formats.registry`, with its reader and verifier.
 
 Stages declare the artifacts they read and write (``requires`` / ``provides``, e.g. "tokenizer"),
 and the recipe loader checks that every requirement is provided by an earlier stage.
@@ -22,6 +23,7 @@ a Ray cluster run the same code.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import pkgutil
@@ -31,10 +33,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dataprep.document import Document, Drop
 from dataprep.stats import StageStats
+
+if TYPE_CHECKING:
+    from dataprep.executor.base import Executor
 
 StageResult = Document | Drop
 
@@ -80,9 +85,10 @@ class DriverContext:
 
     task_ids: all tasks in order. output_dir: the staging directory of the final outputs;
     files written there appear in OUT/ when the run completes. publish(): make an artifact
-    visible to later stages (and to workers of later passes). quiet: no progress bars. map(): run
-    a module-level function over items on the run's workers (process pool or Ray cluster) — how a
-    decide phase spreads its work, e.g. one call per hash partition; results in item order.
+    visible to later stages (and to workers of later passes). quiet: no progress bars.
+    executor: where the run's work runs (a process pool or a Ray cluster; None: in this
+    process); a decide spreads its work over it with :class:`dataprep.decide_jobs.DecideJobs`
+    (e.g. one job per hash partition). workers: how many jobs run at once.
     reject(): drop a document while deciding (a terminal stage, in ``decide``).
     """
 
@@ -94,8 +100,7 @@ class DriverContext:
     stats: StageStats
     workers: int = 1
     quiet: bool = False  # no progress bars (``prepare --quiet``)
-    parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None
-    background: Callable[[Callable[[Any], Any], Any], Any] | None = None
+    executor: Executor | None = None
     while_waiting: Callable[[], None] | None = None  # run by run_isolated while the process works
     label: str = ""  # the stage's label in the recipe
     docs_in: int = 0  # in ``decide``: the documents that reached this stage's ``compute``
@@ -118,18 +123,6 @@ class DriverContext:
         self.stats.chars_out -= chars
         self.unkept_chars.append(chars)
         self.rejected.write(drop, self.label)
-
-    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        if self.parallel_map is None:
-            return [fn(x) for x in items]
-        return self.parallel_map(fn, items)
-
-    def start(self, fn: Callable[[Any], Any], arg: Any) -> Any:
-        """Start fn(arg) on a worker and go on (e.g. a slow import ahead of a ``map``); returns a
-        future (``.result()``), or None when the run has no worker process (nothing is run)."""
-        if self.background is None:
-            return None
-        return self.background(fn, arg)
 
     def run_isolated(self, fn: Callable[[Any], Any], arg: Any, process: IsolatedProcess | None = None) -> Any:
         """fn(arg) in a fresh process that exits afterwards, so the memory it used goes back to the
@@ -465,6 +458,9 @@ def _discover() -> None:
     if _DISCOVERED:
         return
     _DISCOVERED = True
+    from dataprep.formats.registry import discover as discover_formats
+
+    discover_formats()  # the shard formats' writers
     package = importlib.import_module("stages")
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
@@ -527,16 +523,13 @@ def _check_value(where: str, tp: Any, value: Any) -> Any:
             raise RecipeError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
         return value
     if origin in (typing.Union, types.UnionType):
-        errors = []
         for a in args:
             if a is type(None):
                 if value is None:
                     return None
                 continue
-            try:
+            with contextlib.suppress(RecipeError):
                 return _check_value(where, a, value)
-            except RecipeError as e:
-                errors.append(str(e))
         raise RecipeError(f"{where}: {value!r} does not match {type_name(tp)}")
     if origin is list:
         if not isinstance(value, list):

@@ -190,8 +190,14 @@ def validate(cfg: dict[str, Any]) -> None:
         problems.append(f"train.amp_level must be O0 or O2, got {t['amp_level']!r}")
     if t["mode"] not in ("jit", "pynative"):
         problems.append(f"train.mode must be jit or pynative, got {t['mode']!r}")
-    if t["data_format"] not in ("auto", "bin", "mindrecord"):
-        problems.append(f"train.data_format must be auto, bin or mindrecord, got {t['data_format']!r}")
+    from dataprep.formats.registry import all_formats
+
+    data_formats = ["auto", *(f.name for f in all_formats())]
+    if t["data_format"] not in data_formats:
+        problems.append(
+            f"train.data_format must be {', '.join(data_formats[:-1])} or {data_formats[-1]}, "
+            f"got {t['data_format']!r}"
+        )
     if o["type"] not in ("adamw", "lamb"):
         problems.append(f"optimizer.type must be adamw or lamb, got {o['type']!r}")
     if not 0 <= o["beta1"] < 1 or not 0 <= o["beta2"] < 1:

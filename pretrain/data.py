@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from dataprep.formats.readers_for_training import BinRows, SplitFiles, mindrecord_columns
+from dataprep.formats.readers_for_training import SplitFiles
+from dataprep.formats.registry import get_format
 
 
 @dataclass(frozen=True)
@@ -171,36 +172,16 @@ FEATURES = ("input_ids", "labels", "loss_mask", "position_ids", "segment_ids")
 
 
 class RowSource:
-    """Rows of one split for one dp rank, epoch by epoch (.bin via memmap, MindRecord via
-    MindDataset with a SubsetSampler of this rank's row indices: both formats read the same order)."""
+    """Rows of one split for one dp rank, epoch by epoch, read through the split's shard format
+    (:mod:`dataprep.formats.registry`: .bin via memmap, MindRecord via MindDataset with a
+    SubsetSampler of this rank's row indices; every format reads the same order)."""
 
     def __init__(self, split: SplitFiles, dp: int, dp_rank: int, seed: int, shuffle: bool):
         self.split, self.dp, self.dp_rank, self.seed, self.shuffle = split, dp, dp_rank, seed, shuffle
-        if split.format == "bin":
-            self.bin = BinRows(split)
-            self.columns = self.bin.columns
-            self.total_rows = len(self.bin)
-        else:
-            self.bin = None
-            self.columns = mindrecord_columns(split)
-            self.total_rows = self._mindrecord_size()
+        self.rows = get_format(split.format).training_rows(split)
+        self.columns = self.rows.columns
+        self.total_rows = len(self.rows)
         self._orders: dict[int, np.ndarray] = {}
-
-    def _files_arg(self) -> str | list[str]:
-        files = [str(p) for p in self.split.files]
-        # one file: MindDataset finds the other components of that MindRecord set itself
-        return files[0] if len(files) == 1 else files
-
-    def _mindrecord_size(self) -> int:
-        import mindspore.dataset as ds
-
-        rows = ds.MindDataset(self._files_arg(), columns_list=["input_ids"], shuffle=False).get_dataset_size()
-        if self.split.rows and rows != self.split.rows:
-            raise ValueError(
-                f"MindRecord files of split {self.split.split!r} hold {rows} rows but the manifest lists "
-                f"{self.split.rows} (rerun prepare or `dataprep verify`)"
-            )
-        return int(rows)
 
     def order(self, epoch: int) -> np.ndarray:
         """The epoch's permutation of all rows (cached for the two most recent epochs)."""
@@ -233,40 +214,7 @@ class RowSource:
 
     def read(self, idx: np.ndarray, batch_size: int) -> Iterator[dict[str, Any]]:
         """Rows ``idx`` (in that order) as raw batches of ``batch_size`` rows."""
-        if self.bin is not None:
-            for k in range(0, len(idx) - batch_size + 1, batch_size):
-                batch = self.bin.read(idx[k : k + batch_size])
-                batch["row_ids"] = idx[k : k + batch_size]
-                yield batch
-            return
-        import mindspore.dataset as ds
-
-        dataset = ds.MindDataset(
-            self._files_arg(),
-            columns_list=list(self.columns),
-            sampler=ds.SubsetSampler([int(i) for i in idx]),
-            num_parallel_workers=1,
-        )
-        it = dataset.create_dict_iterator(num_epochs=1, output_numpy=True)
-        buf: list[dict[str, np.ndarray]] = []
-        produced = 0
-        for row in it:
-            buf.append(row)
-            if len(buf) == batch_size:
-                yield {
-                    "input_ids": np.stack([r["input_ids"] for r in buf]).astype(np.int32),
-                    "actual_seq_len": [r["actual_seq_len"] for r in buf]
-                    if "actual_seq_len" in self.columns
-                    else None,
-                    "loss_mask": np.stack([r["loss_mask"] for r in buf])
-                    if "loss_mask" in self.columns
-                    else None,
-                    "row_ids": idx[produced * batch_size : (produced + 1) * batch_size],
-                }
-                buf = []
-                produced += 1
-        if produced < len(idx) // batch_size:
-            raise RuntimeError(f"MindDataset returned {produced} of {len(idx) // batch_size} batches")
+        yield from self.rows.batches(idx, batch_size)
 
 
 class StepLoader:

@@ -182,15 +182,15 @@ class Trainer:
         self.init_source, self._init_params, rows = None, None, None
         if self.cfg["model"]["init_from"]:
             rows = self._open_init_from(self.cfg["model"]["init_from"])
-        resolve_against_manifest(self.cfg, self.shards, checkpoint_vocab=rows)
+        resolve_against_manifest(self.cfg, self.shards.to_json(), checkpoint_vocab=rows)
         if self.init_source is not None:
             self._check_init_source()
-        self.eos_id = int(self.shards["eos_id"])
-        self.pad_id = self.shards.get("pad_id")
+        self.eos_id = int(self.shards.eos_id)  # type: ignore[arg-type]
+        self.pad_id = self.shards.pad_id
         self.data_identity = {
             "split": split.split,
             "format": split.format,
-            "files": [{k: e.get(k) for k in ("path", "rows", "sha256")} for e in split.entries],
+            "files": [{"path": e.path, "rows": e.rows, "sha256": e.sha256} for e in split.entries],
         }
         self.source = RowSource(
             split, self.layout.dp, self.dp_rank, int(self.cfg["seed"]), bool(t["shuffle"])

@@ -33,6 +33,8 @@ from itertools import repeat
 
 import numpy as np
 
+from stages._chars import HAN_BEYOND_BMP, HAN_RANGES
+
 CLASSES = ("space", "alnum", "han", "han_rare", "han_lead", "han_rare_lead", "punct", "symbol", "bad")
 SPACE, ALNUM, HAN, HAN_RARE, HAN_LEAD, HAN_RARE_LEAD, PUNCT, SYMBOL, BAD = range(len(CLASSES))
 HAN_CLASSES = (HAN, HAN_RARE, HAN_LEAD, HAN_RARE_LEAD)
@@ -40,7 +42,6 @@ HAN_MASK = np.zeros(len(CLASSES), dtype=bool)  # HAN_MASK[cls]: is Han
 HAN_MASK[list(HAN_CLASSES)] = True
 SENTENCE_PUNCT = "。！？；，、：…!?;,:.\uff0e\uff61\uff64"
 
-_HAN_RANGES = ((0x2E80, 0x2FDF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
 _PUNCT_RANGES = (
     (0x2010, 0x2027),
     (0x2030, 0x205E),
@@ -98,7 +99,7 @@ def class_table() -> np.ndarray:
     alnum[ord("_")] = False
     bad = ((cp >= 0xD800) & (cp <= 0xDFFF)) | ((cp >= 0xE000) & (cp <= 0xF8FF)) | (cp == 0xFFFD)
     han = np.zeros(0x10000, dtype=bool)
-    for a, b in _HAN_RANGES:
+    for a, b in HAN_RANGES:
         han[a : min(b, 0xFFFF) + 1] = a <= 0xFFFF
     han &= ~bad
     common = np.zeros(0x10000, dtype=bool)
@@ -127,10 +128,10 @@ def class_table() -> np.ndarray:
 @lru_cache(maxsize=1)
 def full_class_table() -> np.ndarray:
     """uint8 class of every code point U+0000-U+10FFFF: the BMP from ``class_table``; above it Han
-    extensions (U+20000-U+3134F) HAN_RARE, planes 15-16 BAD, the rest SYMBOL."""
+    extensions (U+20000-U+323AF, ``_chars.HAN_RANGES``) HAN_RARE, planes 15-16 BAD, the rest SYMBOL."""
     table = np.full(0x110000, SYMBOL, dtype=np.uint8)
     table[:0x10000] = class_table()
-    table[0x20000:0x31350] = HAN_RARE
+    table[HAN_BEYOND_BMP] = HAN_RARE
     table[0xF0000:] = BAD
     return table
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from stages._minhash import _mix64
+from stages._minhash import mix64
 
 EDGE = np.dtype([("h", "<u8"), ("x", "<i8"), ("y", "<i8")])
 MAX_ROUNDS = 200  # large-star + small-star pairs; the algorithm needs O(log^2 n)
@@ -71,7 +71,7 @@ def bucket_bits(total: int, budget: int, minimum: int = 1, max_bits: int = 20) -
 
 def route(x: np.ndarray) -> np.ndarray:
     """The routing hash of node ids (uint64; spreads consecutive ids over buckets)."""
-    return _mix64(np.asarray(x, dtype=np.int64).astype(np.uint64))
+    return mix64(np.asarray(x, dtype=np.int64).astype(np.uint64))
 
 
 def write_bucketed(path: Path, records: np.ndarray) -> None:
@@ -125,11 +125,21 @@ def neighbourhoods(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     return x, y, starts
 
 
-def large_star(args: tuple[FileSet, int, FileSet]) -> int:
-    """One large-star call: bucket b of the input files (as many buckets as output files) ->
-    output file b, links (y, m) stored under y. Returns how many nodes of the input break the
-    star-forest condition (0 in every call: the input is final)."""
-    inputs, b, outputs = args
+@dataclass(frozen=True)
+class StarJob:
+    """One call of a large-star or small-star round: bucket ``bucket`` of the ``inputs`` files
+    (as many buckets as there are ``outputs`` files) -> output file ``bucket``."""
+
+    inputs: FileSet
+    bucket: int
+    outputs: FileSet
+
+
+def large_star(job: StarJob) -> int:
+    """One large-star call: bucket b of the input files -> output file b, links (y, m) stored
+    under y. Returns how many nodes of the input break the star-forest condition (0 in every
+    call: the input is final)."""
+    inputs, b, outputs = job.inputs, job.bucket, job.outputs
     x, y, starts = neighbourhoods(read_bucket(inputs, b, outputs[2], EDGE))
     violations = 0
     links = np.zeros(0, dtype=EDGE)
@@ -146,10 +156,10 @@ def large_star(args: tuple[FileSet, int, FileSet]) -> int:
     return violations
 
 
-def small_star(args: tuple[FileSet, int, FileSet]) -> int:
+def small_star(job: StarJob) -> int:
     """One small-star call: bucket b of the large-star outputs (links to smaller nodes) ->
     output file b, edges in both directions. Returns the number of edges written."""
-    inputs, b, outputs = args
+    inputs, b, outputs = job.inputs, job.bucket, job.outputs
     x, y, starts = neighbourhoods(read_bucket(inputs, b, outputs[2], EDGE))
     u = v = np.zeros(0, dtype=np.int64)
     if len(x):
@@ -163,27 +173,28 @@ def small_star(args: tuple[FileSet, int, FileSet]) -> int:
 
 
 def connected_components(
-    run_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]],
+    run_map: Callable[[Callable[[StarJob], int], list[StarJob]], list[int]],
     edges: FileSet,
     count: int,
     work: Path,
     on_round: Callable[[int], None] | None = None,
 ) -> tuple[FileSet, int]:
     """Alternate large-star and small-star rounds (each ``count`` calls through ``run_map``, e.g.
-    ``DriverContext.map``) over the ``edges`` files (edges in both directions) until the edge set
-    is a forest of stars. Returns (the files of that edge set, large-star rounds run); files of
-    earlier rounds are deleted as the rounds go (never the input files)."""
+    :meth:`dataprep.decide_jobs.DecideJobs.map`) over the ``edges`` files (edges in both
+    directions) until the edge set is a forest of stars. Returns (the files of that edge set,
+    large-star rounds run); files of earlier rounds are deleted as the rounds go (never the input
+    files)."""
     current, is_input = edges, True
     for k in range(MAX_ROUNDS):
         if on_round is not None:
             on_round(k)
         ls_out = fileset(work, f"ls{k:03d}", count)
-        violations = run_map(large_star, [(current, b, ls_out) for b in range(count)])
+        violations = run_map(large_star, [StarJob(current, b, ls_out) for b in range(count)])
         if sum(violations) == 0:
             remove_files(ls_out)
             return current, k + 1
         ss_out = fileset(work, f"ss{k:03d}", count)
-        run_map(small_star, [(ls_out, b, ss_out) for b in range(count)])
+        run_map(small_star, [StarJob(ls_out, b, ss_out) for b in range(count)])
         remove_files(ls_out)
         if not is_input:
             remove_files(current)

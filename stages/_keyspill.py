@@ -3,7 +3,8 @@
 compute (per task): :class:`KeySpill` collects (key, row) entries, sorts them by (key, row) and
 writes one ``.npy`` file (20 bytes an entry) through a rename, so a killed task leaves no file.
 
-decide, distributed over the run's workers (``DriverContext.map``), in two rounds:
+decide, distributed over the run's workers (:class:`dataprep.decide_jobs.DecideJobs`), in two
+rounds of named jobs (:class:`PartitionJob`, then :class:`TaskJob`):
 
 1. one call per key-range partition (:func:`partition_count` ranges of the top key bits, so that
    each holds at most ``budget`` entries over all tasks, and at least one per worker):
@@ -24,19 +25,14 @@ killed mid-call and retried leaves nothing half-written. Ids of survivors are lo
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from dataprep.formats import arrow
-from dataprep.io import write_text_atomic
-
-J = TypeVar("J")
 
 ENTRY = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("row", "<u4")])
 DEFAULT_BUDGET = 8_000_000
@@ -152,16 +148,21 @@ def read_partition(paths: list[Path], p: int, count: int) -> Partition:
     )
 
 
-def save_job(path: Path, job: Any) -> str:
-    """Write what every worker call of a decide shares (a dataclass of JSON values: paths, task
-    ids, settings) to ``path``; the calls receive this path rather than the data, so what is
-    sent per call stays small whatever the number of tasks."""
-    write_text_atomic(path, json.dumps(dataclasses.asdict(job), ensure_ascii=False))
-    return str(path)
+@dataclass(frozen=True)
+class PartitionJob:
+    """Decide round 1: key-range partition ``partition``; ``shared``: the path of what every job
+    of the decide shares (:func:`dataprep.decide_jobs.share`: paths, task ids, partition count)."""
+
+    shared: str
+    partition: int
 
 
-def load_job(path: str, cls: type[J]) -> J:
-    return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+@dataclass(frozen=True)
+class TaskJob:
+    """Decide round 2: the decision of task ``task`` (its index), from every partition's results."""
+
+    shared: str
+    task: int
 
 
 def save_atomic(path: Path, array: np.ndarray) -> None:

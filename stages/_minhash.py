@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from stages import _regional
+from stages._chars import HAN_COMPATIBILITY, HAN_IDEOGRAPH_RANGES, HAN_RANGES
 
 VARIANTS_FILE = Path(__file__).parent / "data" / "variant_characters.tsv"
 U64 = np.uint64
@@ -55,27 +56,23 @@ TABLE_SIZE = 0x110000
 _SCANNED = 0x40000  # planes 0-3 hold every script with letters; higher planes are separators
 _CJK_RANGES = (
     (0x1100, 0x11FF),  # Hangul Jamo
-    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
     (0x3040, 0x30FF),  # Hiragana, Katakana
     (0x3100, 0x312F),  # Bopomofo
     (0x3130, 0x318F),  # Hangul compatibility Jamo
     (0x31A0, 0x31FF),  # Bopomofo ext, Katakana ext
-    (0x3400, 0x4DBF),  # CJK ext A
-    (0x4E00, 0x9FFF),  # CJK unified
     (0xA960, 0xA97F),  # Hangul Jamo ext A
     (0xAC00, 0xD7FF),  # Hangul syllables, Jamo ext B
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0x20000, 0x3FFFF),  # CJK ext B-H, compatibility supplement
+    *HAN_RANGES,  # Han: radicals, ext A, unified, compatibility, ext B-H (stages._chars)
 )
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
+def mix64(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser on a uint64 array (a bijection with good avalanche)."""
     return _mix64_inplace(np.array(x, dtype=np.uint64))
 
 
 def _mix64_inplace(x: np.ndarray) -> np.ndarray:
-    """:func:`_mix64` overwriting ``x`` (a uint64 array the caller owns), which it returns."""
+    """:func:`mix64` overwriting ``x`` (a uint64 array the caller owns), which it returns."""
     with np.errstate(over="ignore"):
         x ^= x >> U64(30)
         x *= U64(0xBF58476D1CE4E5B9)
@@ -91,6 +88,17 @@ def _cjk_mask() -> np.ndarray:
     mask = np.zeros(TABLE_SIZE, dtype=bool)
     for lo, hi in _CJK_RANGES:
         mask[lo : hi + 1] = True
+    return mask
+
+
+@functools.lru_cache(maxsize=1)
+def _variant_folded_mask() -> np.ndarray:
+    """bool [0x110000]: the Han letters that t2s and the variant classes may fold
+    (``_chars.HAN_IDEOGRAPH_RANGES`` but the compatibility block: NFKC already folded its
+    ideographs, and the twelve unified ones there, such as U+FA11, are left as they are)."""
+    mask = np.zeros(TABLE_SIZE, dtype=bool)
+    for lo, hi in HAN_IDEOGRAPH_RANGES:
+        mask[lo : hi + 1] = (lo, hi) != HAN_COMPATIBILITY
     return mask
 
 
@@ -185,7 +193,7 @@ def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
         SEPARATOR,
     )
     if fold_variants:
-        han = cps[cjk & (((folded >= 0x3400) & (folded <= 0x9FFF)) | (folded >= 0x20000))]
+        han = cps[cjk & _variant_folded_mask()[folded]]
         if len(han):
             import opencc
 
@@ -556,7 +564,7 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         acc = np.broadcast_to(np.arange(bands, dtype=np.uint64) * _P_TOKEN + U64(0x5BD1E995), (n, bands))
         for m in range(rows):
-            acc = _mix64(acc ^ grid[:, :, m].astype(np.uint64))
+            acc = mix64(acc ^ grid[:, :, m].astype(np.uint64))
     return np.ascontiguousarray(acc)
 
 
@@ -593,20 +601,7 @@ def optimal_bands(
     return best
 
 
-def candidate_probability(similarity: float, bands: int, rows: int) -> float:
-    """Probability that two documents of Jaccard ``similarity`` share at least one band."""
-    return 1.0 - (1.0 - similarity**rows) ** bands
-
-
-def jaccard_exact(a: np.ndarray, b: np.ndarray) -> float:
-    """Jaccard of two sorted unique uint32 arrays (1.0 for two empty sets)."""
-    if a.size == 0 and b.size == 0:
-        return 1.0
-    inter = np.intersect1d(a, b, assume_unique=True).size
-    return inter / (a.size + b.size - inter)
-
-
-def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Concatenated aranges: [starts[0], starts[0] + sizes[0]), [starts[1], ...), ... (int64)."""
     total = int(sizes.sum())
     if total == 0:
@@ -635,66 +630,6 @@ def pair_jaccard_flat(
     inter = np.bincount((keys[1:][same] >> U64(32)).astype(np.int64), minlength=n)
     union = la + lb - inter
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
-
-
-def pair_jaccard(
-    left: list[np.ndarray] | tuple[np.ndarray, ...], right: list[np.ndarray] | tuple[np.ndarray, ...]
-) -> np.ndarray:
-    """:func:`pair_jaccard_flat` for lists of sets."""
-    if not len(left):
-        return np.zeros(0)
-    sizes = [np.fromiter((x.size for x in side), dtype=np.int64, count=len(side)) for side in (left, right)]
-    return pair_jaccard_flat(np.concatenate(left), sizes[0], np.concatenate(right), sizes[1])
-
-
-class UnionFind:
-    """Disjoint sets over 0..n-1 with vectorised union of many pairs at once.
-
-    Invariant: parent[x] <= x, so the root of a set is its smallest member and hooking a larger
-    root under a smaller one can never make a cycle. Memory: one int32 (int64 past 2^31) per node.
-    """
-
-    def __init__(self, n: int):
-        self.parent = np.arange(n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
-
-    def find(self, x: np.ndarray) -> np.ndarray:
-        """Roots of ``x`` (pointer jumping; the visited nodes are compressed)."""
-        r = self.parent[x]
-        while True:
-            up = self.parent[r]
-            if np.array_equal(up, r):
-                break
-            r = up
-        self.parent[x] = r
-        return r
-
-    def union(self, u: np.ndarray, v: np.ndarray) -> int:
-        """Merge the sets of every pair (u[i], v[i]); returns how many pairs joined two sets."""
-        joined = 0
-        first = True
-        while len(u):
-            ru, rv = self.find(u), self.find(v)
-            apart = ru != rv
-            if first:
-                joined = int(np.count_nonzero(apart))
-                first = False
-            if not apart.any():
-                break
-            ru, rv, u, v = ru[apart], rv[apart], u[apart], v[apart]
-            np.minimum.at(self.parent, np.maximum(ru, rv), np.minimum(ru, rv).astype(self.parent.dtype))
-        return joined
-
-    def compress(self) -> None:
-        """Point every node straight at its root."""
-        while True:
-            up = self.parent[self.parent]
-            if np.array_equal(up, self.parent):
-                return
-            self.parent = up
-
-    def roots(self) -> np.ndarray:
-        self.compress()
-        return self.parent
 
 
 SMALL_GROUP = 8

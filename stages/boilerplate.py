@@ -37,7 +37,7 @@ import numpy as np
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, RecipeError, StageContext, StageResult, param, register
 from stages._charclass import batch_chars, mostly_wide
-from stages._chars import CJK, CJK_RE
+from stages._chars import CJK, CJK_RE, HAN_BEYOND_BMP
 from stages._lines import tidy
 
 CATEGORIES = ("nav", "copyright", "prompt", "ad")
@@ -280,7 +280,7 @@ class BatchPrefilter:
             kind[ord(c)] |= 4
         kind[[m.start() for m in re.finditer(r"\s", bmp)]] |= 8
         kind[[m.start() for m in CJK_RE.finditer(bmp)]] |= 16
-        kind[0x20000:0x31350] |= 16
+        kind[HAN_BEYOND_BMP] |= 16
         self.kind = kind
 
     def _narrow(self, docs_with: np.ndarray) -> None:

@@ -4,7 +4,7 @@ Traditional copy of a Simplified text is an exact duplicate once converted).
 compute: hash every document (xxh3-128 of its UTF-8 text) and spill (hash, row) entries and the
          document ids of the task (see ``_keyspill``).
 decide:  over the whole corpus, in key-range partitions of bounded size spread over the run's
-         workers (``DriverContext.map``; see ``_keyspill``): the first occurrence in corpus order
+         workers (decide jobs; see ``_keyspill``): the first occurrence in corpus order
          (task, then row) survives; every later copy is dropped. Then one call per task writes
          its decision. Memory per worker: ~40 bytes per entry of one partition (at most 8M
          entries) or one task's entries; the driver merges counters only.
@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dataprep.decide_jobs import DecideJobs, load_shared, share
 from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
@@ -28,14 +29,14 @@ from stages._decisions import DecisionReplay, write_decision
 from stages._keyspill import (
     IdSpill,
     KeySpill,
+    PartitionJob,
     StringTable,
+    TaskJob,
     digests_to_keys,
     load_entries,
-    load_job,
     lookup_ids,
     partition_count,
     read_partition,
-    save_job,
     save_partition_values,
     task_values,
 )
@@ -71,12 +72,16 @@ class _Job:
         return [Path(self.work_dir) / f"part{p:04d}.{name}.npy" for name in ("survivor", "size")]
 
 
-def _group_partition(args: tuple[str, int]) -> tuple[int, dict[str, Any]]:
+@dataclass(frozen=True)
+class GroupResult:
+    unique_texts: int  # distinct texts in the partition
+    cluster_size: dict[str, Any]  # Histogram.to_json() of the texts with copies
+
+
+def group_partition(partition: PartitionJob) -> GroupResult:
     """Decide round 1, one key-range partition: for every entry, the corpus position of its
-    text's first occurrence (-1 for that occurrence itself) and the number of copies; returns
-    (distinct texts, cluster_size histogram of texts with copies)."""
-    job_path, p = args
-    job = load_job(job_path, _Job)
+    text's first occurrence (-1 for that occurrence itself) and the number of copies."""
+    job, p = load_shared(partition.shared, _Job), partition.partition
     part = read_partition(job.key_paths(), p, job.partitions)
     order, starts = part.group_order()
     surv_values = np.zeros(0, dtype=np.int64)
@@ -97,14 +102,13 @@ def _group_partition(args: tuple[str, int]) -> tuple[int, dict[str, Any]]:
     survivor_path, size_path = job.partition_files(p)
     save_partition_values(survivor_path, part, surv_values)
     save_partition_values(size_path, part, size_values)
-    return int(np.count_nonzero(starts)), hist.to_json()
+    return GroupResult(int(np.count_nonzero(starts)), hist.to_json())
 
 
-def _write_task_decision(args: tuple[str, int]) -> None:
+def write_task_decision(task: TaskJob) -> None:
     """Decide round 2, one task: its copies (rows), their survivors' positions and ids, and the
     copy counts, as ``<task>.decision.json``."""
-    job_path, t = args
-    job = load_job(job_path, _Job)
+    job, t = load_shared(task.shared, _Job), task.task
     work = Path(job.work_dir)
     files = [job.partition_files(p) for p in range(job.partitions)]
     surv = task_values([f[0] for f in files], t)
@@ -169,19 +173,20 @@ class ExactDedup(GlobalStage):
         np.cumsum(counts, out=offsets[1:])
         count = partition_count(int(offsets[-1]), workers=ctx.workers)
         job = _Job(str(ctx.work_dir), list(ctx.task_ids), offsets.tolist(), count)
-        shared = save_job(ctx.work_dir / "decide-job.json", job)
+        shared = share(ctx.work_dir / "decide-job.json", job)
+        jobs = DecideJobs(ctx)
         bar = phase_bar("exact_dedup: decide", 2, "round", quiet=ctx.quiet)
         bar.set_description(f"exact_dedup: grouping {int(offsets[-1]):,} hashes in {count} partitions")
-        results = ctx.map(_group_partition, [(shared, p) for p in range(count)])
+        results = jobs.map(group_partition, [PartitionJob(shared, p) for p in range(count)])
         bar.update(1)
         bar.set_description(f"exact_dedup: writing the decisions of {len(ctx.task_ids)} tasks")
-        ctx.map(_write_task_decision, [(shared, t) for t in range(len(ctx.task_ids))])
+        jobs.map(write_task_decision, [TaskJob(shared, t) for t in range(len(ctx.task_ids))])
         bar.update(1)
         bar.close()
         hist = ctx.stats.histogram("cluster_size", CLUSTER_EDGES)
-        for unique, sizes in results:
-            hist.merge(Histogram.from_json(sizes))
-            ctx.stats.count("unique_texts", unique)
+        for r in results:
+            hist.merge(Histogram.from_json(r.cluster_size))
+            ctx.stats.count("unique_texts", r.unique_texts)
         for p in range(count):
             for path in job.partition_files(p):
                 path.unlink(missing_ok=True)

@@ -38,7 +38,7 @@ import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import ALNUM, HAN_MASK, BatchChars, batch_chars, full_class_table
+from stages._charclass import ALNUM, HAN_MASK, batch_chars, full_class_table
 from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows
 from stages._layout import PROSE_LINE, layout
 
@@ -95,14 +95,6 @@ def _line_shares(
     paras = [s for s in all_paras if s]
     dp, dpc = _dup_shares(paras) if len(paras) > 1 else (0.0, 0.0)
     return (*_dup_shares(lines), dp, dpc)
-
-
-def line_scores(text: str, min_line_chars: int = 5) -> dict[str, float]:
-    """Duplicate line and paragraph shares of the prose of ``text``; lines shorter than
-    ``min_line_chars`` are ignored."""
-    bc = BatchChars.of([text])
-    kinds = layout(bc).kinds_of(0)
-    return dict(zip(LINE_KEYS, _line_shares(text, min_line_chars, kinds), strict=True))
 
 
 @lru_cache(maxsize=1)

@@ -15,9 +15,10 @@ compute (per task, vectorised): simplify -> shingle (CJK character n-grams or wo
   + ``<task>.offsets.i64`` (the shingle sets, ~4 bytes per distinct shingle: about the size of
   the text), else ``<task>.sig.u32`` (signatures, 4 x num_perm bytes per document); both are read
   through memory maps.
-decide: rounds of calls spread over the run's workers (``DriverContext.map``: the process pool
-  or Ray tasks), exchanging files under ``<work>/lsh`` (a shuffle through the file system); the
-  driver only sizes the rounds and merges counters (memory O(tasks + calls)).
+decide: rounds of jobs spread over the run's workers (:class:`dataprep.decide_jobs.DecideJobs`:
+  the process pool or Ray tasks; one named job dataclass per round), exchanging files under
+  ``<work>/lsh`` (a shuffle through the file system); the driver only sizes the rounds and
+  merges counters (memory O(tasks + calls)).
   1. per task: document lengths and ids for random access; per band, the band keys with their
      low ceil(log2 docs) bits replaced by the document's corpus position, sorted (documents
      without shingles are never candidates).
@@ -63,6 +64,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dataprep.decide_jobs import DecideJobs, load_shared, share
 from dataprep.document import Document, Drop
 from dataprep.formats import arrow
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
@@ -84,7 +86,7 @@ from stages._components import (
     write_bucketed,
 )
 from stages._decisions import DecisionReplay, write_decision
-from stages._keyspill import ROW_GROUP, StringTable, load_job, lookup_ids, read_rows, save_atomic, save_job
+from stages._keyspill import ROW_GROUP, StringTable, lookup_ids, read_rows, save_atomic
 
 CLUSTER_EDGES: list[float] = [2, 3, 4, 5, 6, 8, 11, 16, 32, 64, 128, 256, 1024, 4096]
 PAIR_CHUNK = 20_000  # pairs verified at once (signature: 2 x 20k x num_perm x 4 bytes)
@@ -250,7 +252,7 @@ class _TaskSpill:
             os.replace(tmp, final)
 
 
-# Decide is spread over the run's workers (DriverContext.map) in rounds; each call holds one
+# Decide is spread over the run's workers (DecideJobs) in rounds; each call holds one
 # partition or bucket, whose sizes these budgets bound (the counts adapt to the corpus).
 LSH_PARTITION_KEYS = 1 << 25  # band keys per key-range partition in round 2 (8 bytes each)
 PAIR_BUCKET = 1 << 23  # candidate pairs per verification call (24 bytes each)
@@ -297,7 +299,88 @@ class _Layout:
 
 
 def _layout(path: str) -> _Layout:
-    return load_job(path, _Layout)
+    return load_shared(path, _Layout)
+
+
+# The jobs of the decide rounds (``layout``: the path of the shared :class:`_Layout`) and what
+# they return.
+
+
+@dataclass(frozen=True)
+class IndexJob:
+    """Round 1: index the spills of task ``task``."""
+
+    layout: str
+    task: int
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    keyed: int  # documents with shingles (their band keys are indexed)
+    no_shingles: int
+
+
+@dataclass(frozen=True)
+class CandidatesJob:
+    """Round 2: the candidate pairs of key-range partition ``partition`` of ``partitions``."""
+
+    layout: str
+    partition: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class CandidatesResult:
+    candidates: int  # candidate pairs summed over bands
+    distinct: int  # distinct pairs written
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    """Round 3: verify pair bucket ``bucket`` of ``buckets`` (read from the ``partitions``
+    candidate files of round 2)."""
+
+    layout: str
+    bucket: int
+    buckets: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    distinct: int
+    verified: int
+    rejected: int
+    edges: int  # accepted pairs
+
+
+@dataclass(frozen=True)
+class SurvivorsJob:
+    """Round 5: the survivors of the clusters in bucket ``bucket`` of ``buckets`` of the final
+    edge files ``edges``."""
+
+    layout: str
+    bucket: int
+    edges: FileSet
+    buckets: int
+
+
+@dataclass(frozen=True)
+class SurvivorsResult:
+    clusters: int
+    cross_script_clusters: int
+    docs_in_clusters: int
+    cluster_size: dict[str, Any]  # Histogram.to_json()
+    examples: list[tuple[int, int, list[int]]]  # (survivor, size, up to 4 members)
+
+
+@dataclass(frozen=True)
+class DecisionJob:
+    """Round 6: the decision of task ``task``, from the ``buckets`` files of round 5."""
+
+    layout: str
+    task: int
+    buckets: int
 
 
 class _Spills:
@@ -362,7 +445,7 @@ class _Spills:
         for t in np.unique(task):
             sel = np.flatnonzero(task == t)
             shingles = self._map(int(t), ".shingles.u32")
-            values[mh._ranges(dest[sel], sizes[sel])] = shingles[mh._ranges(starts[sel], sizes[sel])]
+            values[mh.ranges(dest[sel], sizes[sel])] = shingles[mh.ranges(starts[sel], sizes[sel])]
         return values, sizes
 
     def similarity(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -447,14 +530,14 @@ def _distinct_pairs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return u[keep], v[keep]
 
 
-def _index_task(args: tuple[str, int]) -> tuple[int, int]:
+def index_task(job: IndexJob) -> IndexResult:
     """Decide round 1, one task: the task's document lengths and ids for random access, and per
     band its band keys tagged with the documents' corpus positions (low bits), sorted, as one
-    uint64 [bands, documents with shingles] file. Returns (documents with shingles, without)."""
+    uint64 [bands, documents with shingles] file."""
     import pyarrow.parquet as pq
 
-    layout = _layout(args[0])
-    t = args[1]
+    layout = _layout(job.layout)
+    t = job.task
     f = pq.ParquetFile(layout.spill(t, ".bands.parquet"))
     table = f.read(columns=["id", "length", "shingles", "script"])
     save_atomic(layout.index(t, "length.npy"), arrow.to_numpy(table.column("length"), np.int32))
@@ -466,7 +549,7 @@ def _index_task(args: tuple[str, int]) -> tuple[int, int]:
     path = layout.index(t, "keys.npy")
     if not len(positions):
         save_atomic(path, np.zeros((layout.bands, 0), dtype=np.uint64))
-        return 0, len(has)
+        return IndexResult(0, len(has))
     low = np.uint64((1 << layout.bits) - 1)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     keys = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint64, shape=(layout.bands, len(positions)))
@@ -479,15 +562,15 @@ def _index_task(args: tuple[str, int]) -> tuple[int, int]:
     keys.flush()
     del keys
     os.replace(tmp, path)
-    return len(positions), int(len(has) - len(positions))
+    return IndexResult(len(positions), int(len(has) - len(positions)))
 
 
-def _candidates(args: tuple[str, int, int]) -> tuple[int, int]:
+def find_candidates(job: CandidatesJob) -> CandidatesResult:
     """Decide round 2, key-range partition p of count (top bits of the band keys): for every
     band, the keys of that range from every task, sorted; groups of equal keys give candidate
     pairs (``group_pairs``). Writes the partition's distinct pairs, routed by a hash of the pair,
-    to ``cand.<p>``; returns (candidate pairs summed over bands, distinct pairs written)."""
-    layout, p, count = _layout(args[0]), args[1], args[2]
+    to ``cand.<p>``."""
+    layout, p, count = _layout(job.layout), job.partition, job.partitions
     shift = 64 - (count.bit_length() - 1)
     pieces: list[list[np.ndarray]] = [[] for _ in range(layout.bands)]
     for t in range(len(layout.task_ids)):
@@ -512,17 +595,17 @@ def _candidates(args: tuple[str, int, int]) -> tuple[int, int]:
         if len(bu):
             u, v = _distinct_pairs(np.concatenate([u, bu]), np.concatenate([v, bv]))
     pairs = np.empty(len(u), dtype=PAIR)
-    pairs["h"] = mh._mix64(mh._mix64(u.astype(np.uint64)) ^ v.astype(np.uint64))
+    pairs["h"] = mh.mix64(mh.mix64(u.astype(np.uint64)) ^ v.astype(np.uint64))
     pairs["u"], pairs["v"] = u, v
     write_bucketed(fileset_paths(fileset(layout.lsh, "cand", count))[p], pairs)
-    return candidates, len(u)
+    return CandidatesResult(candidates, len(u))
 
 
-def _verify(args: tuple[str, int, int, int]) -> tuple[int, int, int, int]:
+def verify_pairs(job: VerifyJob) -> VerifyResult:
     """Decide round 3, pair bucket q of count: the distinct candidate pairs of the bucket (from
     every partition of round 2), verified (``verify``); the accepted ones are written as edges in
-    both directions to ``edge.<q>``. Returns (distinct pairs, verified, rejected, edges)."""
-    layout, q, count, partitions = _layout(args[0]), args[1], args[2], args[3]
+    both directions to ``edge.<q>``."""
+    layout, q, count, partitions = _layout(job.layout), job.bucket, job.buckets, job.partitions
     pairs = read_bucket(fileset(layout.lsh, "cand", partitions), q, count, PAIR)
     u, v = _distinct_pairs(pairs["u"], pairs["v"])
     del pairs
@@ -533,16 +616,16 @@ def _verify(args: tuple[str, int, int, int]) -> tuple[int, int, int, int]:
         verified, rejected = len(u), int(np.count_nonzero(~ok))
         u, v = u[ok], v[ok]
     write_bucketed(fileset_paths(fileset(layout.lsh, "edge", count))[q], edge_records(u, v))
-    return distinct, verified, rejected, len(u)
+    return VerifyResult(distinct, verified, rejected, len(u))
 
 
-def _finalize(args: tuple[str, int, FileSet, int]) -> dict[str, Any]:
+def choose_survivors(job: SurvivorsJob) -> SurvivorsResult:
     """Decide round 5, bucket b of the final edge set (a forest of stars, one per cluster): every
     centre (the cluster's smallest position) sees all its members here. Survivor: the longest,
     then the earliest; the others are written to ``final.<b>`` sorted by position with their
     survivor, cluster size and similarity to the survivor. Returns counters, the cluster_size
     histogram and the ``examples`` clusters of the bucket with the earliest survivors."""
-    layout, b, edges, count = _layout(args[0]), args[1], args[2], args[3]
+    layout, b, edges, count = _layout(job.layout), job.bucket, job.edges, job.buckets
     x, y, starts = neighbourhoods(read_bucket(edges, b, count, EDGE))
     nodes = x[starts]
     centre = y[starts] > nodes  # y is sorted within a node: no smaller neighbour
@@ -579,19 +662,13 @@ def _finalize(args: tuple[str, int, FileSet, int]) -> dict[str, Any]:
     for k in np.argsort(members[heads], kind="stable")[: layout.examples].tolist():
         group = members[heads[k] : heads[k] + min(int(size[k]), 4)]
         examples.append((int(group[0]), int(size[k]), group.tolist()))
-    return {
-        "clusters": len(heads),
-        "cross_script_clusters": cross,
-        "docs_in_clusters": len(members),
-        "cluster_size": hist.to_json(),
-        "examples": examples,
-    }
+    return SurvivorsResult(len(heads), cross, len(members), hist.to_json(), examples)
 
 
-def _write_decision(args: tuple[str, int, int]) -> None:
+def write_task_decision(job: DecisionJob) -> None:
     """Decide round 6, one task: its dropped documents (rows), from every ``final.<b>`` file
     (binary search on the positions), with their survivors' ids, as ``<task>.decision.json``."""
-    layout, t, count = _layout(args[0]), args[1], args[2]
+    layout, t, count = _layout(job.layout), job.task, job.buckets
     lo, hi = layout.offsets[t], layout.offsets[t + 1]
     parts = [np.zeros(0, dtype=DECISION)]
     for path in fileset_paths(fileset(layout.lsh, "final", count)):
@@ -696,7 +773,8 @@ class MinhashDedup(GlobalStage):
         )  # fmt: skip
         shutil.rmtree(layout.lsh, ignore_errors=True)  # an interrupted earlier attempt
         layout.lsh.mkdir()
-        shared = save_job(layout.lsh / "layout.json", layout)
+        shared = share(layout.lsh / "layout.json", layout)
+        jobs = DecideJobs(ctx)
 
         def spread(total: int, budget: int) -> int:  # calls of a round
             return 1 << bucket_bits(total, budget, ctx.workers if total >= PARALLEL_MIN else 1)
@@ -709,45 +787,48 @@ class MinhashDedup(GlobalStage):
             bar.update(1)
             bar.set_description(f"minhash_dedup: {what}")
 
-        indexed = ctx.map(_index_task, [(shared, t) for t in tasks])
-        keyed = sum(m for m, _ in indexed)
+        indexed = jobs.map(index_task, [IndexJob(shared, t) for t in tasks])
+        keyed = sum(r.keyed for r in indexed)
         partitions = spread(keyed * bands, LSH_PARTITION_KEYS)
         step(f"candidate pairs of {keyed:,} docs x {bands} bands in {partitions} partitions")
-        found = ctx.map(_candidates, [(shared, k, partitions) for k in range(partitions)])
-        pair_buckets = spread(sum(d for _, d in found), PAIR_BUCKET)
+        found = jobs.map(find_candidates, [CandidatesJob(shared, k, partitions) for k in range(partitions)])
+        pair_buckets = spread(sum(r.distinct for r in found), PAIR_BUCKET)
         step(f"verifying pairs in {pair_buckets} buckets ({p.verify})")
-        checked = ctx.map(_verify, [(shared, q, pair_buckets, partitions) for q in range(pair_buckets)])
+        checked = jobs.map(
+            verify_pairs, [VerifyJob(shared, q, pair_buckets, partitions) for q in range(pair_buckets)]
+        )
         remove_files(fileset(layout.lsh, "cand", partitions))
         edges = fileset(layout.lsh, "edge", pair_buckets)
-        buckets = spread(2 * sum(c[3] for c in checked), EDGE_BUCKET)
+        buckets = spread(2 * sum(r.edges for r in checked), EDGE_BUCKET)
         final, rounds = connected_components(
-            ctx.map,
+            jobs.map,
             edges,
             buckets,
             layout.lsh,
             on_round=lambda k: step(f"connected components, round {k + 1} ({buckets} buckets)"),
         )
         step("choosing survivors")
-        results = ctx.map(_finalize, [(shared, b, final, buckets) for b in range(buckets)])
+        survivor_jobs = [SurvivorsJob(shared, b, final, buckets) for b in range(buckets)]
+        results = jobs.map(choose_survivors, survivor_jobs)
         step(f"writing the decisions of {len(ctx.task_ids)} tasks")
-        ctx.map(_write_decision, [(shared, t, buckets) for t in tasks])
+        jobs.map(write_task_decision, [DecisionJob(shared, t, buckets) for t in tasks])
         bar.update(1)
         bar.close()
         hist = ctx.stats.histogram("cluster_size", CLUSTER_EDGES)
         for r in results:
-            hist.merge(Histogram.from_json(r["cluster_size"]))
+            hist.merge(Histogram.from_json(r.cluster_size))
         for name, value in (
-            ("clusters", sum(r["clusters"] for r in results)),
-            ("cross_script_clusters", sum(r["cross_script_clusters"] for r in results)),
-            ("docs_in_clusters", sum(r["docs_in_clusters"] for r in results)),
-            ("candidate_pairs", sum(c for c, _ in found)),
-            ("pairs_verified", sum(c[1] for c in checked)),
-            ("pairs_rejected", sum(c[2] for c in checked)),
-            ("no_shingles", sum(k for _, k in indexed)),
+            ("clusters", sum(r.clusters for r in results)),
+            ("cross_script_clusters", sum(r.cross_script_clusters for r in results)),
+            ("docs_in_clusters", sum(r.docs_in_clusters for r in results)),
+            ("candidate_pairs", sum(r.candidates for r in found)),
+            ("pairs_verified", sum(r.verified for r in checked)),
+            ("pairs_rejected", sum(r.rejected for r in checked)),
+            ("no_shingles", sum(r.no_shingles for r in indexed)),
             ("component_rounds", rounds),
         ):
             ctx.stats.count(name, value)
-        examples = sorted((e for r in results for e in r["examples"]), key=lambda e: e[0])[: p.examples]
+        examples = sorted((e for r in results for e in r.examples), key=lambda e: e[0])[: p.examples]
         self._examples(ctx, offsets, examples)
         shutil.rmtree(layout.lsh)
         return {

@@ -68,7 +68,7 @@ import numpy as np
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
 from stages._charclass import batch_chars, flags_per_text, mostly_wide
-from stages._chars import CJK, HAN, HAN_RE
+from stages._chars import CJK, HAN, HAN_BEYOND_BMP, HAN_RE
 
 # -- 1. ANSI escapes ---------------------------------------------------------------------------
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -571,7 +571,7 @@ def _flag_table(opencc: str = "off") -> np.ndarray:
         (F_HAN, HAN_ANY),
     ):
         table[[m.start() for m in pattern.finditer(bmp)]] |= flag
-    table[0x20000:0x31350] |= F_HAN  # the Han extensions beyond the BMP (HAN_ANY)
+    table[HAN_BEYOND_BMP] |= F_HAN  # the Han extensions beyond the BMP (HAN_ANY)
     table[0x80:] |= F_NONASCII
     table[0x1B] |= F_ESC
     table[ord("&")] |= F_AMP
@@ -614,7 +614,7 @@ def _quiet_table() -> np.ndarray:
         (Q_CJK, CJK_OR_FULLWIDTH),
     ):
         table[[m.start() for m in pattern.finditer(folded)]] |= flag
-    table[0x20000:0x31350] |= Q_CJK  # Han beyond the BMP
+    table[HAN_BEYOND_BMP] |= Q_CJK  # Han beyond the BMP
     for c in " \t\u3000":
         table[ord(c)] |= Q_TRAIL
     table[[m.start() for m in re.finditer(r"\s", bmp)]] |= Q_SPACE

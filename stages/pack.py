@@ -46,16 +46,17 @@ import math
 import os
 import shutil
 import sys
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from dataprep import stage as registry
+from dataprep.decide_jobs import DecideJobs
 from dataprep.document import Document, Drop
+from dataprep.formats.manifest import Dropped, FileEntry, ShardsManifest, SplitEntry
+from dataprep.formats.registry import get_format
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.formats.rowspool import (
     COUNTS,
@@ -68,7 +69,16 @@ from dataprep.formats.rowspool import (
     scatter_bucket,
 )
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, ShardPlan, shard_plan, write_shard_file
-from dataprep.stage import DriverContext, GlobalStage, NothingLeft, RecipeError, StageContext, param, register
+from dataprep.stage import (
+    DriverContext,
+    GlobalStage,
+    NoParams,
+    NothingLeft,
+    RecipeError,
+    StageContext,
+    param,
+    register,
+)
 
 SPLITS = ("train", "validation")
 CHUNK_TOKENS = 1 << 22
@@ -526,15 +536,15 @@ def pack_concat_task(job: PackJob) -> dict[str, Any]:
 
 
 def _pack_concat(
-    ctx: DriverContext, base: PackJob, tasks: list[tuple[str, int, int, str]], assign: Buckets, bar: Any
+    jobs: DecideJobs, base: PackJob, tasks: list[tuple[str, int, int, str]], assign: Buckets, bar: Any
 ) -> tuple[list[dict[int, Bucket]], PackStats]:
     """Concat packing, one job per run of consecutive tasks (a few runs per worker: each job
     writes a file per bucket it reaches); the driver joins the rows that span jobs (in stream
     order, as the results come in) and packs the stream's last partial row."""
     L = base.row_length
     offsets = np.concatenate([[0], np.cumsum([size for _, size, _, _ in tasks])])
-    ranges = job_ranges([size for _, size, _, _ in tasks], ctx.workers)
-    jobs = [
+    ranges = job_ranges([size for _, size, _, _ in tasks], jobs.workers)
+    runs = [
         dataclasses.replace(
             base,
             tasks=[(t, dtype) for t, _, _, dtype in tasks[lo:hi]],
@@ -550,7 +560,7 @@ def _pack_concat(
 
     def join(result: dict[str, Any]) -> None:
         nonlocal pos
-        job = jobs[len(shares)]
+        job = runs[len(shares)]
         shares.append(result["buckets"])
         packer.stats.rows += result["rows"]
         tail_start = job.offset + result["size"] - len(result["tail"][0])
@@ -567,7 +577,7 @@ def _pack_concat(
         lo, hi = ranges[len(shares) - 1]
         bar.update(sum(docs for _, _, docs, _ in tasks[lo:hi]), 0)
 
-    _in_order(ctx, pack_concat_task, jobs, join)
+    jobs.in_order(pack_concat_task, runs, join)
     for batch in packer.finish():
         driver.add(batch, np.arange(pos // L, pos // L + len(batch)))
     return [*shares, driver.close()], packer.stats
@@ -611,7 +621,7 @@ def respool_task(job: RespoolJob) -> dict[int, Bucket]:
 
 
 def _pack_per_task(
-    ctx: DriverContext,
+    jobs: DecideJobs,
     base: PackJob,
     tasks: list[tuple[str, int, int, str]],
     key: int | None,
@@ -622,14 +632,16 @@ def _pack_per_task(
     the row counts (hence the stream numbers) of all tasks are known."""
     alone = Path(base.spool_dir) / "tasks"
     alone.mkdir()
-    jobs = [dataclasses.replace(base, tasks=[(t, dtype)], spool_dir=str(alone)) for t, _, _, dtype in tasks]
+    singles = [
+        dataclasses.replace(base, tasks=[(t, dtype)], spool_dir=str(alone)) for t, _, _, dtype in tasks
+    ]
     results: list[dict[str, Any]] = []
 
     def take(result: dict[str, Any]) -> None:
         results.append(result)
         bar.update(tasks[len(results) - 1][2], 0)
 
-    _in_order(ctx, pack_task_alone, jobs, take)
+    jobs.in_order(pack_task_alone, singles, take)
     stats = PackStats()
     for result in results:
         stats.add(result["stats"])
@@ -637,7 +649,7 @@ def _pack_per_task(
     offsets = np.cumsum([0] + [r["rows"] for r in results])[:-1].tolist()
     spooled = [
         (r["file"], offset, job.tag)
-        for r, offset, job in zip(results, offsets, jobs, strict=True)
+        for r, offset, job in zip(results, offsets, singles, strict=True)
         if r["file"] is not None
     ]
     moves = [
@@ -650,64 +662,11 @@ def _pack_per_task(
             base.token_dtype,
             assign,
         )
-        for lo, hi in job_ranges([file.rows for file, _, _ in spooled], ctx.workers)
+        for lo, hi in job_ranges([file.rows for file, _, _ in spooled], jobs.workers)
     ]
     shares: list[dict[int, Bucket]] = []
-    _in_order(ctx, respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])
+    jobs.in_order(respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])
     return shares, stats, assign
-
-
-class _Done:
-    """The result of work done in this process, with a future's ``result()``."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def result(self) -> Any:
-        return self.value
-
-
-def _remove(paths: Iterable[str]) -> None:
-    for path in paths:
-        Path(path).unlink(missing_ok=True)
-
-
-def _submit(ctx: DriverContext, fn: Callable[[Any], Any], arg: Any, inputs: Iterable[str] = ()) -> Any:
-    """fn(arg) started on a worker (a future), or done here when the run has no worker process.
-    ``inputs``: files the job reads, removed once it has succeeded; never by the job itself, so
-    that a job retried after its worker died (Ray retries) still finds them."""
-    future = ctx.start(fn, arg)
-    if future is None:
-        done = _Done(fn(arg))
-        _remove(inputs)
-        return done
-    inputs = list(inputs)
-
-    def remove_on_success(f: Any) -> None:
-        if not f.cancelled() and f.exception() is None:
-            _remove(inputs)
-
-    if inputs:
-        future.add_done_callback(remove_on_success)
-    return future
-
-
-def _in_order(
-    ctx: DriverContext,
-    fn: Callable[[Any], Any],
-    jobs: Iterable[Any],
-    take: Callable[[Any], None],
-    inputs: Callable[[Any], list[str]] = lambda job: [],
-) -> None:
-    """fn(job) for every job on the workers, at most two per worker in flight (jobs are made as
-    they go); ``take`` gets the results in job order; ``inputs(job)``: see :func:`_submit`."""
-    in_flight: deque[Any] = deque()
-    for job in jobs:
-        in_flight.append(_submit(ctx, fn, job, inputs(job)))
-        while len(in_flight) > 2 * max(1, ctx.workers):
-            take(in_flight.popleft().result())
-    while in_flight:
-        take(in_flight.popleft().result())
 
 
 @dataclass
@@ -741,7 +700,7 @@ def _bucket_order(
 
 def _scatter_and_write(
     ctx: DriverContext,
-    jobs: Iterator[ScatterJob],
+    scatter_jobs: Iterator[ScatterJob],
     plan: dict[str, list[int]],
     writers: list[str],
     shard_dir: str,
@@ -757,6 +716,7 @@ def _scatter_and_write(
         s: [[] for _ in sizes] for s, sizes in plan.items()
     }
     file_ends = {split: np.cumsum(sizes) for split, sizes in plan.items()}
+    jobs = DecideJobs(ctx)
     next_file = dict.fromkeys(plan, 0)
     files: dict[tuple[str, int], Any] = {}
 
@@ -765,7 +725,7 @@ def _scatter_and_write(
         while k < len(plan[split]) and file_ends[split][k] <= written[split]["rows"]:
             if plan[split][k]:
                 job = ShardFileJob(split, k, plan[split][k], parts[split][k], writers, shard_dir, meta)
-                files[split, k] = _submit(ctx, write_shard_file, job, [path for path, _ in job.parts])
+                files[split, k] = jobs.submit(write_shard_file, job, [path for path, _ in job.parts])
             k += 1
         next_file[split] = k
 
@@ -780,7 +740,7 @@ def _scatter_and_write(
 
     total = sum(sum(sizes) for sizes in plan.values())
     with Progress("shuffle and write rows", total_docs=total, quiet=ctx.quiet) as bar:
-        _in_order(ctx, scatter_bucket, jobs, collect, inputs=lambda job: job.bucket.paths)
+        jobs.in_order(scatter_bucket, scatter_jobs, collect, inputs=lambda job: job.bucket.paths)
     for split, sizes in plan.items():
         start_ready_files(split)  # a split without rows has no bucket to start its (empty) files
         if next_file[split] != len(sizes):
@@ -812,15 +772,18 @@ class Pack(GlobalStage):
 
     def setup(self, ctx: DriverContext) -> None:
         for name in self.params.writers:
-            if registry.get(name).kind != "writer":
-                raise RecipeError(f"pack.writers: {name!r} is not a shard writer")
+            try:
+                get_format(name)
+            except ValueError as e:
+                raise RecipeError(f"pack.writers: {e}") from None
         if len(set(self.params.writers)) != len(self.params.writers):
             raise RecipeError("pack.writers: a format is named twice")
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
         """The shard writers' warm-ups (e.g. MindRecord's MindSpore import), run ahead in the
         processes that will write the files (the driver at one worker, else the pool's workers)."""
-        return [w for w in (registry.get(name).warm_up for name in self.params.writers) if w is not None]
+        warm_ups = (get_format(name).writer.warm_up for name in self.params.writers)
+        return [w for w in warm_ups if w is not None]
 
     # -- workers
     def begin_task(self, ctx: StageContext) -> None:
@@ -928,9 +891,9 @@ class Pack(GlobalStage):
             if p.packing == "concat":
                 rows = math.ceil(sum(size for _, size, _, _ in tasks) / L)
                 assign = Buckets(key, max(1, math.ceil(rows / bucket_rows)), bucket_rows)
-                shares, stats = _pack_concat(ctx, base, tasks, assign, bar)
+                shares, stats = _pack_concat(DecideJobs(ctx), base, tasks, assign, bar)
             else:
-                shares, stats, assign = _pack_per_task(ctx, base, tasks, key, bucket_rows, bar)
+                shares, stats, assign = _pack_per_task(DecideJobs(ctx), base, tasks, key, bucket_rows, bar)
         return Spooled(spool_dir, merge_buckets(shares), assign, stats)
 
     def _last_documents(
@@ -1078,7 +1041,7 @@ class Pack(GlobalStage):
         }
         shard_dir = ctx.output_dir / "shards"
         shutil.rmtree(shard_dir, ignore_errors=True)  # leftovers of an interrupted earlier decide
-        writers = [registry.get(w)(registry.NoParams(), shard_dir, meta) for w in p.writers]
+        writers = [get_format(w).writer(NoParams(), shard_dir, meta) for w in p.writers]
         for writer in writers:
             writer.prepare()
         parts_dir = ctx.work_dir / "shard-parts"
@@ -1100,56 +1063,12 @@ class Pack(GlobalStage):
                 size = totals[split]["doc_tokens"] + totals[split]["documents"]
                 self._reject_tail(ctx, split, metas, sp.stats.eos_dropped, size, size - sp.stats.tail_dropped)
         # 3. accounting and manifest
-        splits_out: dict[str, Any] = {}
-        for split, w in written.items():
-            st = spooled[split].stats
-            t = totals[split]
-            dropped = {
-                "tail_tokens": st.tail_dropped,
-                "truncated_tokens": st.truncated_tokens,
-                "eos": st.eos_dropped,
-            }
-            expected = t["doc_tokens"] + t["documents"] - st.tail_dropped - st.truncated_tokens
-            if w["tokens"] != expected or w["eos"] != t["documents"] - dropped["eos"]:
-                raise RuntimeError(
-                    f"token accounting ({split}): wrote {w['tokens']} tokens / {w['eos']} EOS, expected "
-                    f"{expected} / {t['documents'] - dropped['eos']} (a bug: please report it)"
-                )
-            concat_rows = math.ceil((t["doc_tokens"] + t["documents"]) / L)
-            splits_out[split] = {
-                "rows": w["rows"],
-                "tokens": w["tokens"],
-                "documents": t["documents"],
-                "doc_tokens": t["doc_tokens"],
-                "eos_tokens": w["eos"],
-                "padding_tokens": w["padding"],
-                "segments": w["segments"],
-                "dropped": dropped,
-                "packing": {
-                    "truncated_docs": st.truncated_docs,
-                    "split_docs": st.split_docs,
-                    "hard_cuts": st.hard_cuts,
-                    "concat_rows": concat_rows,
-                    "rows_vs_concat": round(w["rows"] / concat_rows, 4) if concat_rows else None,
-                    "padding_fraction": round(w["padding"] / (w["rows"] * L), 6) if w["rows"] else 0.0,
-                },
-                "files": [e for e in entries if e["split"] == split],
-            }
-            if split == "train" and p.equal_shards:
-                equal = len(plans[split].sizes) - plans[split].remainder
-                splits_out[split]["equal_files"] = {"files": equal, "rows": plans[split].sizes[0]}
-            for name, value in (
-                ("rows", w["rows"]),
-                ("tokens_written", w["tokens"]),
-                ("eos_written", w["eos"]),
-                ("padding_tokens", w["padding"]),
-                ("tail_tokens_dropped", st.tail_dropped),
-                ("truncated_tokens", st.truncated_tokens),
-                ("truncated_docs", st.truncated_docs),
-                ("split_docs", st.split_docs),
-                ("concat_rows", concat_rows),
-            ):
-                ctx.stats.count(f"{name}.{split}", value)
+        splits_out = {
+            split: self._split_entry(
+                ctx, split, w, totals[split], spooled[split].stats, plans[split], entries
+            )
+            for split, w in written.items()
+        }
         tokenizer_entry = {k: v for k, v in tok.items() if k not in ("local_path", "examples_dir")}
         tokenizer_entry["roundtrip"] = _roundtrip_report(tok.get("examples_dir"), ctx.task_ids)
         if tokenizer_entry["roundtrip"]["examples"]:
@@ -1159,32 +1078,88 @@ class Pack(GlobalStage):
                 f"(e.g. {ex['id']}: {ex['original']!r} -> {ex['decoded']!r}); "
                 "see manifest.json tokenizer.roundtrip"
             )
-        return {
-            "tokenizer": tokenizer_entry,
-            "shards": {
-                "seq_length": p.seq_length,
-                "row_length": L,
-                "dtype": dtype,
-                "packing": p.packing,
-                "columns": ["input_ids", "actual_seq_len"]
-                + (["loss_mask"] if meta["with_loss_mask"] else []),
-                "vocab_size": vocab_size,
-                "eos_id": eos,
-                "pad_id": pad,
-                "bos_id": tok["bos_id"],
-                "shuffle": {
-                    "enabled": p.shuffle,
-                    "seed": ctx.seed,
-                    "buckets": {s: len(sp.buckets) for s, sp in spooled.items()},
-                },
-                "formats": list(p.writers),
-                "splits": splits_out,
-                "totals": {
-                    k: sum(s[k] for s in splits_out.values())
-                    for k in ("rows", "tokens", "documents", "eos_tokens")
-                },
+        shards = ShardsManifest(
+            seq_length=p.seq_length,
+            row_length=L,
+            dtype=dtype,
+            packing=p.packing,
+            columns=["input_ids", "actual_seq_len"] + (["loss_mask"] if meta["with_loss_mask"] else []),
+            vocab_size=vocab_size,
+            eos_id=eos,
+            pad_id=pad,
+            bos_id=tok["bos_id"],
+            shuffle={
+                "enabled": p.shuffle,
+                "seed": ctx.seed,
+                "buckets": {s: len(sp.buckets) for s, sp in spooled.items()},
             },
-        }
+            formats=list(p.writers),
+            splits=splits_out,
+            totals={
+                k: sum(getattr(s, k) for s in splits_out.values())
+                for k in ("rows", "tokens", "documents", "eos_tokens")
+            },
+        )
+        return {"tokenizer": tokenizer_entry, "shards": shards.to_json()}
+
+    def _split_entry(
+        self,
+        ctx: DriverContext,
+        split: str,
+        written: dict[str, int],
+        totals: dict[str, int],
+        st: PackStats,
+        plan: ShardPlan,
+        entries: list[dict[str, Any]],
+    ) -> SplitEntry:
+        """The manifest entry of ``split``, its token accounting checked (``written``: what the
+        files hold; ``totals``: documents and tokens the tasks spilled), its counters counted."""
+        L = self.params.seq_length + 1
+        w, t = written, totals
+        dropped = Dropped(
+            tail_tokens=st.tail_dropped, truncated_tokens=st.truncated_tokens, eos=st.eos_dropped
+        )
+        expected = t["doc_tokens"] + t["documents"] - st.tail_dropped - st.truncated_tokens
+        if w["tokens"] != expected or w["eos"] != t["documents"] - dropped.eos:
+            raise RuntimeError(
+                f"token accounting ({split}): wrote {w['tokens']} tokens / {w['eos']} EOS, expected "
+                f"{expected} / {t['documents'] - dropped.eos} (a bug: please report it)"
+            )
+        concat_rows = math.ceil((t["doc_tokens"] + t["documents"]) / L)
+        entry = SplitEntry(
+            rows=w["rows"],
+            tokens=w["tokens"],
+            documents=t["documents"],
+            doc_tokens=t["doc_tokens"],
+            eos_tokens=w["eos"],
+            padding_tokens=w["padding"],
+            segments=w["segments"],
+            dropped=dropped,
+            packing={
+                "truncated_docs": st.truncated_docs,
+                "split_docs": st.split_docs,
+                "hard_cuts": st.hard_cuts,
+                "concat_rows": concat_rows,
+                "rows_vs_concat": round(w["rows"] / concat_rows, 4) if concat_rows else None,
+                "padding_fraction": round(w["padding"] / (w["rows"] * L), 6) if w["rows"] else 0.0,
+            },
+            files=[FileEntry.from_json(e) for e in entries if e["split"] == split],
+        )
+        if split == "train" and self.params.equal_shards:
+            entry.equal_files = {"files": len(plan.sizes) - plan.remainder, "rows": plan.sizes[0]}
+        for name, value in (
+            ("rows", w["rows"]),
+            ("tokens_written", w["tokens"]),
+            ("eos_written", w["eos"]),
+            ("padding_tokens", w["padding"]),
+            ("tail_tokens_dropped", st.tail_dropped),
+            ("truncated_tokens", st.truncated_tokens),
+            ("truncated_docs", st.truncated_docs),
+            ("split_docs", st.split_docs),
+            ("concat_rows", concat_rows),
+        ):
+            ctx.stats.count(f"{name}.{split}", value)
+        return entry
 
 
 def _roundtrip_report(examples_dir: str | None, task_ids: list[str]) -> dict[str, Any]:

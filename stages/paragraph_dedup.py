@@ -11,7 +11,7 @@ goes. A document left without text is dropped as ``duplicate_paragraphs``.
 compute: spill (xxh3-128 of the paragraph, row) entries per task (see ``_keyspill``; paragraphs
          and keys as defined in ``_paragraphs``).
 decide:  group equal paragraphs over the corpus in key-range partitions (bounded memory), spread
-         over the run's workers (``DriverContext.map``; see ``_keyspill``), then write, per task
+         over the run's workers (decide jobs; see ``_keyspill``), then write, per task
          (one call each), the (paragraph, row) entries to remove. The keys of every boilerplate
          paragraph go to one sorted file, published as the artifact ``boilerplate_paragraphs``
          ({"path", "unit", "min_chars", "count"}): later stages that must see every copy of a
@@ -30,18 +30,19 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dataprep.decide_jobs import DecideJobs, load_shared, share
 from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
 from stages import _paragraphs as para
 from stages._keyspill import (
     KeySpill,
+    PartitionJob,
+    TaskJob,
     load_entries,
-    load_job,
     partition_count,
     read_partition,
     save_atomic,
-    save_job,
     save_partition_values,
     task_values,
 )
@@ -90,13 +91,19 @@ class _Job:
         return Path(self.work_dir) / f"part{p:04d}.boilerplate.npy"
 
 
-def _mark_partition(args: tuple[str, int]) -> tuple[dict[str, int], dict[str, Any]]:
+@dataclass(frozen=True)
+class MarkResult:
+    repeated: int  # paragraphs found in more than one document
+    boilerplate: int  # paragraphs found in more than max_docs documents
+    removed: int  # (paragraph, document) entries marked for removal
+    docs_per_paragraph: dict[str, Any]  # Histogram.to_json() of the repeated paragraphs
+
+
+def mark_partition(partition: PartitionJob) -> MarkResult:
     """Decide round 1, one key-range partition: marks the (paragraph, document) entries to remove
     (all but the first of a paragraph found in more than max_docs documents) and writes the
-    partition's boilerplate keys, sorted; returns counters and the docs_per_paragraph histogram
-    of repeated paragraphs."""
-    job_path, p = args
-    job = load_job(job_path, _Job)
+    partition's boilerplate keys, sorted."""
+    job, p = load_shared(partition.shared, _Job), partition.partition
     part = read_partition(job.key_paths(), p, job.partitions)
     order, starts = part.group_order()
     values = np.zeros(len(order), dtype=np.uint8)
@@ -120,13 +127,12 @@ def _mark_partition(args: tuple[str, int]) -> tuple[dict[str, int], dict[str, An
         }
     save_partition_values(job.partition_file(p), part, values)
     save_atomic(job.boilerplate_file(p), boilerplate)
-    return counts, hist.to_json()
+    return MarkResult(**counts, docs_per_paragraph=hist.to_json())
 
 
-def _write_task_decision(args: tuple[str, int]) -> None:
+def write_task_decision(task: TaskJob) -> None:
     """Decide round 2, one task: the (paragraph, row) entries to remove, ``<task>.decision.npy``."""
-    job_path, t = args
-    job = load_job(job_path, _Job)
+    job, t = load_shared(task.shared, _Job), task.task
     marks = task_values([job.partition_file(p) for p in range(job.partitions)], t).astype(bool)
     entries = np.load(job.key_paths()[t])
     save_atomic(Path(job.work_dir) / f"{job.task_ids[t]}.decision.npy", entries[marks])
@@ -176,22 +182,23 @@ class ParagraphDedup(GlobalStage):
         total = sum(len(load_entries(p)) for p in key_paths)
         count = partition_count(total, workers=ctx.workers)
         job = _Job(str(ctx.work_dir), list(ctx.task_ids), count, self.params.max_docs)
-        shared = save_job(ctx.work_dir / "decide-job.json", job)
+        shared = share(ctx.work_dir / "decide-job.json", job)
+        jobs = DecideJobs(ctx)
         bar = phase_bar("paragraph_dedup: decide", 2, "round", quiet=ctx.quiet)
         bar.set_description(f"paragraph_dedup: grouping {total:,} paragraphs in {count} partitions")
-        results = ctx.map(_mark_partition, [(shared, p) for p in range(count)])
+        results = jobs.map(mark_partition, [PartitionJob(shared, p) for p in range(count)])
         bar.update(1)
         bar.set_description(f"paragraph_dedup: writing the decisions of {len(ctx.task_ids)} tasks")
-        ctx.map(_write_task_decision, [(shared, t) for t in range(len(ctx.task_ids))])
+        jobs.map(write_task_decision, [TaskJob(shared, t) for t in range(len(ctx.task_ids))])
         bar.update(1)
         bar.close()
         hist = ctx.stats.histogram("docs_per_paragraph", DOCS_EDGES)
         repeated = boilerplate = removed = 0
-        for counts, sizes in results:
-            hist.merge(Histogram.from_json(sizes))
-            repeated += counts["repeated"]
-            boilerplate += counts["boilerplate"]
-            removed += counts["removed"]
+        for r in results:
+            hist.merge(Histogram.from_json(r.docs_per_paragraph))
+            repeated += r.repeated
+            boilerplate += r.boilerplate
+            removed += r.removed
         keys = para.BoilerplateSet.write(
             ctx.work_dir / BOILERPLATE_FILE, [job.boilerplate_file(p) for p in range(count)]
         )

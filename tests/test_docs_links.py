@@ -15,9 +15,6 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 STAGE_REFERENCE = DOCS / "recipes-and-stages.md"
 
-# Pages the README links that another branch brings; delete this set once they are on main.
-PENDING = {"docs/write-a-stage.md", "docs/add-an-executor.md", "docs/add-a-shard-format.md"}
-
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
 
@@ -70,10 +67,6 @@ def _rel(target: Path) -> str:
     return target.relative_to(ROOT).as_posix() if target.is_relative_to(ROOT) else str(target)
 
 
-def _pending(target: Path) -> bool:
-    return _rel(target) in PENDING and not target.exists()
-
-
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_point_at_existing_files_and_headings(page: Path) -> None:
     broken = []
@@ -82,8 +75,6 @@ def test_relative_links_point_at_existing_files_and_headings(page: Path) -> None
             continue
         file_part, _, anchor = link.partition("#")
         target = (page.parent / file_part).resolve() if file_part else page
-        if _pending(target):
-            continue
         if not target.exists():
             broken.append(f"{link}: no file {_rel(target)}")
         elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
@@ -91,17 +82,10 @@ def test_relative_links_point_at_existing_files_and_headings(page: Path) -> None
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
 
 
-def test_pending_pages_are_only_those_still_missing() -> None:
-    arrived = sorted(p for p in PENDING if (ROOT / p).exists())
-    assert not arrived, f"{', '.join(arrived)} exist now: remove them from PENDING in {Path(__file__).name}"
-
-
 def test_every_docs_page_is_linked_from_the_readme() -> None:
     linked = {(ROOT / link.partition("#")[0]).resolve() for link in _links(README)}
     missing = [p.name for p in sorted(DOCS.glob("*.md")) if p.resolve() not in linked]
     assert not missing, f"README.md does not link {', '.join(missing)}: add them to its Documentation table"
-    for page in PENDING:
-        assert (ROOT / page).resolve() in linked, f"README.md should link {page}"
 
 
 def test_readme_opens_with_the_two_commands() -> None:

@@ -172,7 +172,7 @@ def test_shards_decode_back_to_the_kept_documents(tmp_path: Path) -> None:
 
 
 def test_driver_map_runs_on_the_worker_pool_in_item_order() -> None:
-    from dataprep.executor import LocalExecutor
+    from dataprep.executor.pool import LocalExecutor
 
     items = [-5, 3, -1, 0, 8, -2]
     with LocalExecutor(2) as pool:
@@ -185,17 +185,17 @@ def test_driver_map_runs_on_the_worker_pool_in_item_order() -> None:
 def test_tasks_collect_young_garbage_less_often_and_restore_the_thresholds() -> None:
     import gc
 
-    from dataprep.executor import TASK_GC_THRESHOLD, _young_collections_every
+    from dataprep.executor.task import TASK_GC_THRESHOLD, young_collections_every
 
     before = gc.get_threshold()
-    with pytest.raises(RuntimeError), _young_collections_every(TASK_GC_THRESHOLD):
+    with pytest.raises(RuntimeError), young_collections_every(TASK_GC_THRESHOLD):
         assert gc.get_threshold() == (max(TASK_GC_THRESHOLD, before[0]), *before[1:])
         raise RuntimeError("a failing task")
     assert gc.get_threshold() == before
 
 
 def test_a_one_worker_run_encodes_with_one_thread_like_a_pool_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dataprep import executor
+    from dataprep.executor import pool as executor
     from dataprep.formats.tokenizer import default_threads
     from dataprep.progress import Progress
 
@@ -210,7 +210,7 @@ def test_a_one_worker_run_encodes_with_one_thread_like_a_pool_worker(monkeypatch
 
 
 def test_pool_workers_get_one_library_thread_each_before_numpy_loads() -> None:
-    from dataprep.executor import LocalExecutor
+    from dataprep.executor.pool import LocalExecutor
     from dataprep.worker_env import ONE_THREAD, worker_setup
 
     with LocalExecutor(2) as pool:
@@ -239,7 +239,7 @@ class _StageWithWarmUps:
 
 
 def test_warm_ups_start_once_each_and_only_for_later_stages() -> None:
-    from dataprep.executor import WarmUps
+    from dataprep.executor.warmup import WarmUps
 
     def a(_: object) -> None: ...
     def b(_: object) -> None: ...
@@ -257,7 +257,7 @@ def test_warm_ups_start_once_each_and_only_for_later_stages() -> None:
 def test_a_warm_up_at_low_priority_leaves_the_calling_thread_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dataprep.executor import WarmUps, warm_up_at_low_priority
+    from dataprep.executor.warmup import WarmUps, warm_up_at_low_priority
 
     monkeypatch.setenv("WARM_UP_DIR", str(tmp_path))
     before = os.getpriority(os.PRIO_PROCESS, 0)
@@ -275,7 +275,8 @@ def test_a_warm_up_at_low_priority_leaves_the_calling_thread_alone(
 
 
 def test_warm_ups_reach_pool_workers_at_low_priority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dataprep.executor import LocalExecutor, WarmUps
+    from dataprep.executor.pool import LocalExecutor
+    from dataprep.executor.warmup import WarmUps
 
     monkeypatch.setenv("WARM_UP_DIR", str(tmp_path))  # before the pool starts: workers inherit it
     with LocalExecutor(2) as pool:
@@ -296,8 +297,9 @@ def test_warm_ups_reach_pool_workers_at_low_priority(tmp_path: Path, monkeypatch
 def test_a_pool_run_warms_its_workers_for_the_shard_writers_while_the_tokenizer_trains(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dataprep.executor import LocalExecutor, warm_up_at_low_priority
-    from stages.write_mindrecord import import_mindrecord
+    from dataprep.executor.pool import LocalExecutor
+    from dataprep.executor.warmup import warm_up_at_low_priority
+    from dataprep.formats.mindrecord_shards import import_mindrecord
 
     submitted: list[tuple[object, object]] = []
     real_submit = LocalExecutor.submit
@@ -321,7 +323,7 @@ def test_progress_is_relayed_until_the_end_of_pass_marker() -> None:
     import queue
     import threading
 
-    from dataprep.executor import relay_progress
+    from dataprep.executor.pool import relay_progress
 
     updates: queue.Queue[tuple[int, int] | None] = queue.Queue()
     got: list[tuple[int, int]] = []

@@ -13,7 +13,7 @@ from dataprep.document import Document, Drop
 from stages._charclass import BatchChars
 from stages._layout import BLANK_LINE, CODE_LINE, PROSE_LINE, TABLE_LINE, layout
 from stages.filter_garbled import garbled_scores
-from stages.filter_script import script_scores
+from stages.filter_script import script_columns
 
 try:  # tests/ may or may not be a package
     from ._cleaning_helpers import CLEANING, drop_reason, real_lines, run_stage
@@ -232,8 +232,8 @@ def test_inline_code_hides_no_garbage() -> None:
     assert drop_reason("filter_punctuation", run.replace(" `x` ", "。").replace(" `y` ", "。")) is None
     names = " ".join(f"`{w}`" for w in ["abc_def", "x1y2z3"] * 10)
     backticked = "改了招牌以后第一次光顾，感觉没啥变化。" + names
-    han = script_scores(backticked)["han_share"]
-    assert han == script_scores(backticked.replace("`", ""))["han_share"] < 0.5
+    han = script_columns([backticked, backticked.replace("`", "")])["han_share"]
+    assert han[0] == han[1] < 0.5
     assert drop_reason("filter_script", backticked) == "low_han_share"
     # options named again and again in a manual are no repetition
     option = "`--overwrite_cache --preprocessing_num_workers 16 --tokenized_path data/tokenized`"

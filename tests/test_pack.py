@@ -495,31 +495,3 @@ def test_pad_and_bestfit_pack_each_task_on_its_own_and_keep_stream_order(
     assert not (work / "spool-train" / "tasks").exists() or not any(
         (work / "spool-train" / "tasks").iterdir()
     )
-
-
-@pytest.mark.parametrize("pool", [False, True])
-def test_a_jobs_input_files_go_once_it_succeeded_and_stay_when_it_failed(tmp_path, pool):
-    """Jobs never remove what they read (a job retried after its worker died must find it): the
-    driver does, once the job has succeeded."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from dataprep.stage import DriverContext
-    from dataprep.stats import StageStats
-    from stages.pack import _submit
-
-    def read(path: str) -> str:
-        text = Path(path).read_text()
-        if text == "bad":
-            raise ValueError("bad input")
-        return text
-
-    with ThreadPoolExecutor(1) as threads:
-        start = (lambda fn, arg: threads.submit(fn, arg)) if pool else None
-        ctx = DriverContext(tmp_path, tmp_path, [], 0, {}, StageStats(), background=start)
-        good, bad = tmp_path / "good", tmp_path / "bad"
-        good.write_text("good")
-        bad.write_text("bad")
-        assert _submit(ctx, read, str(good), [str(good)]).result() == "good"
-        with pytest.raises(ValueError, match="bad input"):
-            _submit(ctx, read, str(bad), [str(bad)]).result()
-    assert not good.exists() and bad.exists()

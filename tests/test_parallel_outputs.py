@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE, recipe_with, run
+from dataprep.formats import bin_shards as wb
+from dataprep.formats import mindrecord_shards as wm
 from dataprep.formats.binrows import open_rows
 from dataprep.formats.mindrecord import MindRecordFile
 from dataprep.formats.rows import RowBatch
 from dataprep.formats.rowspool import Buckets, RowSpool, ScatterJob, merge_buckets, read_part, scatter_bucket
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, write_shard_file
 from dataprep.report import plot_specs, render, render_plots
-from stages import write_bin as wb
-from stages import write_mindrecord as wm
 
 
 def _rows(rng: np.random.Generator, n: int, length: int) -> RowBatch:

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataprep.formats.readers_for_training import BinRows, ShardError, open_split
+from dataprep.formats.bin_shards import BinRows
+from dataprep.formats.readers_for_training import ShardError, open_split
 from pretrain.config import ConfigError, load_config, resolve_against_manifest, trajectory_hash
 from pretrain.data import Layout, RowSource, StepLoader, row_features, segments_from_ends
 from pretrain.synthetic_data import make_rows, write_dataset

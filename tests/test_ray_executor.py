@@ -83,7 +83,7 @@ def test_ray_output_equals_local_output_even_when_workers_are_killed(tmp_path: P
 
 
 def test_running_cluster_is_joined_by_address_and_left_alone_without_one(tmp_path: Path, local: Path) -> None:
-    from dataprep.ray_executor import local_ray_head
+    from dataprep.executor.ray import local_ray_head
 
     recipe = write_recipe(tmp_path / "r.yaml", RECIPE)
     with local_ray_head(2) as address:

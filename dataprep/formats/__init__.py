@@ -16,7 +16,8 @@ Row contract (all formats): a row holds ``row_length = seq_length + 1`` token id
   Where the column is absent it equals ``i < actual_seq_len[-1]``
   (:func:`dataprep.formats.rows.loss_mask_from_boundaries`).
 
-Files (paths relative to OUT, listed with sha256 in the manifest):
+Files (paths relative to OUT, listed with sha256 in the manifest), in the two built-in formats
+(:mod:`dataprep.formats.bin_shards`, :mod:`dataprep.formats.mindrecord_shards`):
 
 * ``shards/mindrecord/<split>-NNNNN.mindrecord`` (+ ``.db``): the three columns as MindRecord
   fields (loss_mask only for the pad and bestfit packings). Train shards hold equal row counts
@@ -39,7 +40,10 @@ package stays cheap):
 * ``open_bin(out, split="train") -> BinSplit``: memory-mapped rows; ``len(s)``, ``s[i]`` ->
   {"input_ids", "actual_seq_len", "loss_mask"} (int32 arrays), ``s.input_ids(i)``,
   ``s.actual_seq_len(i)``, ``s.token_rows()`` (the raw [rows, row_length] memmaps).
-* ``load_manifest(path) -> (out_dir, manifest)``; ``shard_files(out, manifest, split, fmt)``.
+* ``load_manifest(path) -> (out_dir, manifest)``; ``shard_files(out, manifest, split, fmt)``;
+  ``read_manifest(path) -> (out_dir, Manifest)``: the same, typed (:mod:`dataprep.formats.manifest`).
+* ``get_format(name) -> ShardFormat``: a shard format's writer, reader, verifier and training
+  rows (:mod:`dataprep.formats.registry`; ``register_format`` adds one).
 * ``load_tokenizer(path)`` to decode (the run's tokenizer is ``OUT/<manifest.tokenizer.file>``).
 """
 
@@ -52,6 +56,11 @@ _LAZY = {
     "open_bin": "dataprep.formats.dataset",
     "BinSplit": "dataprep.formats.dataset",
     "load_manifest": "dataprep.formats.manifest",
+    "read_manifest": "dataprep.formats.manifest",
+    "Manifest": "dataprep.formats.manifest",
+    "get_format": "dataprep.formats.registry",
+    "register_format": "dataprep.formats.registry",
+    "ShardFormat": "dataprep.formats.registry",
     "shard_files": "dataprep.formats.manifest",
     "load_tokenizer": "dataprep.formats.tokenizer",
     "RowBatch": "dataprep.formats.rows",

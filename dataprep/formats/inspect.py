@@ -11,87 +11,82 @@ document, ``⟨…⟩`` a piece that continues in another row (or was cut), ``�
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dataprep.formats.rows import RowBatch
+from dataprep.formats.manifest import Manifest, read_manifest
+from dataprep.formats.registry import FileMeta, ShardFormat, format_of_file, get_format
 
 EOS_MARK = "⟨EOS⟩"
 CONT_MARK = "⟨…⟩"
 
 
-def _locate(path: Path, split: str, fmt: str | None) -> tuple[Path, str, Path | None, dict[str, Any] | None]:
-    """(data file, format, output dir or None, manifest or None)."""
-    from dataprep.formats.manifest import find_manifest
-
+def _locate(
+    path: Path, split: str, fmt: str | None
+) -> tuple[Path, ShardFormat, Path | None, Manifest | None]:
+    """(data file, its format, output dir or None, manifest or None)."""
     out: Path | None = None
-    manifest: dict[str, Any] | None = None
-    try:
-        m = find_manifest(path)
-        out, manifest = m.parent, json.loads(m.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        pass
+    manifest: Manifest | None = None
+    with contextlib.suppress(FileNotFoundError):
+        out, manifest = read_manifest(path)
     if path.is_dir():
         if manifest is None or out is None:
             raise FileNotFoundError(f"{path} holds no manifest.json: give a shard file instead")
-        if "shards" not in manifest:
+        shards = manifest.shards
+        if shards is None:
             raise ValueError(f"{out}/manifest.json has no 'shards' section")
-        files = manifest["shards"]["splits"].get(split, {}).get("files", [])
+        entry = shards.splits.get(split)
+        files = entry.files if entry is not None else []
         if not files:
             raise ValueError(f"{out}/manifest.json lists no files for split {split!r}")
-        formats = [f["format"] for f in files]
-        want = fmt or ("bin" if "bin" in formats else formats[0])
-        entry = next((f for f in files if f["format"] == want), None)
-        if entry is None:
+        formats = [f.format for f in files]
+        light = [name for name in dict.fromkeys(formats) if get_format(name).light]
+        want = fmt or (light[0] if light else formats[0])
+        found = next((f for f in files if f.format == want), None)
+        if found is None:
             raise ValueError(
                 f"split {split!r} has no {want} files (formats: {', '.join(sorted(set(formats)))})"
             )
-        return out / entry["path"], want, out, manifest
-    name = path.name
-    if name.endswith(".db"):
-        path = path.with_name(name[:-3])
-    if path.suffix == ".idx":
-        path = path.with_suffix(".bin")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
-    if path.suffix == ".bin":
-        return path, "bin", out, manifest
-    if path.suffix == ".mindrecord":
-        return path, "mindrecord", out, manifest
-    raise ValueError(f"{path}: not a shard (.bin, .idx, .mindrecord or an output directory)")
+        return out / found.path, get_format(want), out, manifest
+    try:
+        shard_format, data = format_of_file(path)
+    except ValueError:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist") from None
+        raise
+    if not data.is_file():
+        raise FileNotFoundError(f"{data} does not exist")
+    return data, shard_format, out, manifest
 
 
-def _batches(path: Path, fmt: str, meta: dict[str, Any]) -> Iterator[RowBatch]:
-    from dataprep.formats.dataset import iter_bin_file, iter_mindrecord_file
-
-    if fmt == "bin":
-        yield from iter_bin_file(path, path.with_suffix(".idx"), meta["dtype"], meta["row_length"])
-    else:
-        for batch, _ in iter_mindrecord_file(path, meta["row_length"]):
-            yield batch
-
-
-def _meta(path: Path, fmt: str, manifest: dict[str, Any] | None) -> dict[str, Any]:
-    if manifest and "shards" in manifest:
-        s = manifest["shards"]
-        return {k: s.get(k) for k in ("row_length", "dtype", "eos_id", "pad_id", "vocab_size", "packing")}
-    if fmt != "bin":
+def _meta(path: Path, shard_format: ShardFormat, manifest: Manifest | None) -> dict[str, Any]:
+    shards = manifest.shards if manifest is not None else None
+    if shards is not None:
+        return {
+            "row_length": shards.row_length,
+            "dtype": shards.dtype,
+            "eos_id": shards.eos_id,
+            "pad_id": shards.pad_id,
+            "vocab_size": shards.vocab_size,
+            "packing": shards.packing,
+        }
+    if shard_format.standalone_meta is None:
         raise FileNotFoundError(
-            f"{path}: no manifest.json found; a MindRecord shard needs its run's manifest"
+            f"{path}: no manifest.json found; a {shard_format.title} shard needs its run's manifest"
         )
-    from dataprep.formats.idx import read_idx
-
-    index = read_idx(path.with_suffix(".idx"))
-    row_length = index.row_length()
-    if row_length is None:
-        raise ValueError(f"{path}: cannot tell the row length from a one-row index without a manifest")
-    dtype = "uint16" if index.dtype == np.dtype(np.uint16) else "int32"
-    return {"row_length": row_length, "dtype": dtype, "eos_id": None, "pad_id": None, "vocab_size": None}
+    meta = shard_format.standalone_meta(path)
+    return {
+        "row_length": meta.row_length,
+        "dtype": meta.dtype,
+        "eos_id": None,
+        "pad_id": None,
+        "vocab_size": None,
+    }
 
 
 def _segments(row: np.ndarray, bounds: np.ndarray, eos: int | None, decode: Any) -> list[dict[str, Any]]:
@@ -147,11 +142,11 @@ def inspect_shard(
     tokenizer: str | None = None,
 ) -> int:
     """Print rows and per-shard stats; returns an exit code."""
-    data, fmt, out, manifest = _locate(Path(path), split, fmt)
-    meta = _meta(data, fmt, manifest)
+    data, shard_format, out, manifest = _locate(Path(path), split, fmt)
+    meta = _meta(data, shard_format, manifest)
     decode = None
     tok_path = tokenizer or (
-        str(out / manifest["tokenizer"]["file"]) if out and manifest and manifest.get("tokenizer") else None
+        str(out / manifest.tokenizer["file"]) if out and manifest and manifest.tokenizer else None
     )
     if tok_path and Path(tok_path).exists():
         from dataprep.formats.tokenizer import load_tokenizer
@@ -163,7 +158,8 @@ def inspect_shard(
     id_min, id_max = None, None
     shown: list[dict[str, Any]] = []
     base = 0
-    for batch in _batches(data, fmt, meta):
+    file_meta = FileMeta(meta["row_length"], meta["dtype"])
+    for batch, _ in shard_format.read_file(data, None, file_meta):
         real = batch.real_tokens
         mask = np.arange(L)[None, :] < real[:, None]
         stats["rows"] += len(batch)
@@ -188,9 +184,9 @@ def inspect_shard(
     total = stats["rows"] * L
     summary = {
         "file": str(data),
-        "format": fmt,
+        "format": shard_format.name,
         "row_length": L,
-        "dtype": meta["dtype"] if fmt == "bin" else "int32",
+        "dtype": shard_format.stored_dtype(meta["dtype"]),
         **stats,
         "padding_fraction": round(stats["padding_tokens"] / total, 6) if total else 0.0,
         "pieces_per_row": {
@@ -205,7 +201,7 @@ def inspect_shard(
         json.dump({"shard": summary, "rows": shown}, sys.stdout, ensure_ascii=False, indent=1)
         print()
         return 0
-    print(f"{data}  ({fmt}, {summary['dtype']}, row_length {L})")
+    print(f"{data}  ({shard_format.name}, {summary['dtype']}, row_length {L})")
     ppr = summary["pieces_per_row"]
     print(
         f"rows {stats['rows']:,} · real tokens {stats['real_tokens']:,} · padding "

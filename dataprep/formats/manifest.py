@@ -29,13 +29,280 @@ eos/bos/pad/unk token and id, roundtrip}, shards (written by the packing stage):
 Token accounting per split (checked when writing and by ``dataprep verify``):
 tokens = doc_tokens + documents (one EOS each) - dropped tokens (tail, truncated);
 eos_tokens = documents - dropped.eos; rows * row_length = tokens + padding_tokens.
+
+Typed, the manifest is :class:`Manifest` (its ``shards``: :class:`ShardsManifest`, with a
+:class:`SplitEntry` per split and a :class:`FileEntry` per file). ``to_json`` writes the same keys
+in the same order as the dict literals did, so the bytes of manifest.json do not depend on going
+through the dataclasses; ``from_json`` reads what ``to_json`` writes (and the smaller manifests
+of hand-made shards: per-file counts, indexes and accounting are optional there).
+``SCHEMA_VERSION`` is the manifest's ``format_version``.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class IndexEntry:
+    """A data file's companion (a .bin's .idx, a .mindrecord's .db)."""
+
+    path: str
+    bytes: int | None = None
+    sha256: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path}
+        if self.bytes is not None:
+            out["bytes"] = self.bytes
+        if self.sha256 is not None:
+            out["sha256"] = self.sha256
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> IndexEntry:
+        return cls(d["path"], d.get("bytes"), d.get("sha256"))
+
+
+@dataclass
+class FileEntry:
+    """One shard file: ``path`` relative to OUT, its ``format`` (a registered shard format), its
+    split, rows, real tokens, size and sha256, its companion ``index``; ``remainder``: the split's
+    remainder file (listed last)."""
+
+    path: str
+    format: str
+    split: str | None = None
+    rows: int | None = None
+    tokens: int | None = None
+    bytes: int | None = None
+    sha256: str | None = None
+    index: IndexEntry | None = None
+    remainder: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "format": self.format}
+        for name in ("split", "rows", "tokens", "bytes", "sha256"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.index is not None:
+            out["index"] = self.index.to_json()
+        if self.remainder:
+            out["remainder"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FileEntry:
+        index = d.get("index")
+        return cls(
+            path=d["path"],
+            format=d.get("format", ""),
+            split=d.get("split"),
+            rows=d.get("rows"),
+            tokens=d.get("tokens"),
+            bytes=d.get("bytes"),
+            sha256=d.get("sha256"),
+            index=IndexEntry.from_json(index) if index else None,
+            remainder=bool(d.get("remainder", False)),
+        )
+
+
+@dataclass
+class Dropped:
+    """Tokens and EOS a split lost in packing."""
+
+    tail_tokens: int = 0
+    truncated_tokens: int = 0
+    eos: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tail_tokens": self.tail_tokens, "truncated_tokens": self.truncated_tokens, "eos": self.eos}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Dropped:
+        return cls(d.get("tail_tokens", 0), d.get("truncated_tokens", 0), d.get("eos", 0))
+
+
+@dataclass
+class SplitEntry:
+    """One split: rows and the exact token accounting, how packing went (``packing``: counters
+    against concat), its files in order (every format's), and for equal train files their count
+    and rows (``equal_files``)."""
+
+    rows: int
+    tokens: int = 0
+    documents: int = 0
+    doc_tokens: int = 0
+    eos_tokens: int = 0
+    padding_tokens: int = 0
+    segments: int | None = None
+    dropped: Dropped = field(default_factory=Dropped)
+    packing: dict[str, Any] | None = None
+    files: list[FileEntry] = field(default_factory=list)
+    equal_files: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rows": self.rows,
+            "tokens": self.tokens,
+            "documents": self.documents,
+            "doc_tokens": self.doc_tokens,
+            "eos_tokens": self.eos_tokens,
+            "padding_tokens": self.padding_tokens,
+        }
+        if self.segments is not None:
+            out["segments"] = self.segments
+        out["dropped"] = self.dropped.to_json()
+        if self.packing is not None:
+            out["packing"] = self.packing
+        out["files"] = [f.to_json() for f in self.files]
+        if self.equal_files is not None:
+            out["equal_files"] = self.equal_files
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SplitEntry:
+        return cls(
+            rows=int(d.get("rows", 0)),
+            tokens=d.get("tokens", 0),
+            documents=d.get("documents", 0),
+            doc_tokens=d.get("doc_tokens", 0),
+            eos_tokens=d.get("eos_tokens", 0),
+            padding_tokens=d.get("padding_tokens", 0),
+            segments=d.get("segments"),
+            dropped=Dropped.from_json(d.get("dropped", {})),
+            packing=d.get("packing"),
+            files=[FileEntry.from_json(f) for f in d.get("files", [])],
+            equal_files=d.get("equal_files"),
+        )
+
+    def files_of(self, fmt: str) -> list[FileEntry]:
+        """This split's files in format ``fmt``, in order."""
+        return [f for f in self.files if f.format == fmt]
+
+    def formats(self) -> list[str]:
+        """The formats of this split's files, in the order first found."""
+        return list(dict.fromkeys(f.format for f in self.files))
+
+
+@dataclass
+class ShardsManifest:
+    """The manifest's ``shards``: row layout, ids, packing, shuffle, formats and the splits."""
+
+    seq_length: int | None
+    row_length: int
+    dtype: str
+    packing: str = "concat"
+    columns: list[str] = field(default_factory=lambda: ["input_ids", "actual_seq_len"])
+    vocab_size: int | None = None
+    eos_id: int | None = None
+    pad_id: int | None = None
+    bos_id: int | None = None
+    shuffle: dict[str, Any] | None = None
+    formats: list[str] | None = None
+    splits: dict[str, SplitEntry] = field(default_factory=dict)
+    totals: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "seq_length": self.seq_length,
+            "row_length": self.row_length,
+            "dtype": self.dtype,
+            "packing": self.packing,
+            "columns": self.columns,
+            "vocab_size": self.vocab_size,
+            "eos_id": self.eos_id,
+            "pad_id": self.pad_id,
+            "bos_id": self.bos_id,
+        }
+        if self.shuffle is not None:
+            out["shuffle"] = self.shuffle
+        if self.formats is not None:
+            out["formats"] = self.formats
+        out["splits"] = {name: s.to_json() for name, s in self.splits.items()}
+        if self.totals is not None:
+            out["totals"] = self.totals
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ShardsManifest:
+        return cls(
+            seq_length=d.get("seq_length"),
+            row_length=int(d["row_length"]),
+            dtype=d.get("dtype", "int32"),
+            packing=d.get("packing", "concat"),
+            columns=list(d.get("columns", ["input_ids", "actual_seq_len"])),
+            vocab_size=d.get("vocab_size"),
+            eos_id=d.get("eos_id"),
+            pad_id=d.get("pad_id"),
+            bos_id=d.get("bos_id"),
+            shuffle=d.get("shuffle"),
+            formats=d.get("formats"),
+            splits={name: SplitEntry.from_json(s) for name, s in (d.get("splits") or {}).items()},
+            totals=d.get("totals"),
+        )
+
+
+@dataclass
+class Manifest:
+    """manifest.json. The run's identity (``dataprep_version``, ``recipe``: name, hash, file;
+    ``seed``; ``inputs``: path, bytes, sha256 each), the documents read / kept / dropped, then
+    what the global stages' decides returned (``parts``, in order: e.g. ``minhash_dedup``,
+    ``tokenizer``, ``shards``; ``shards`` is typed, see :attr:`shards`)."""
+
+    dataprep_version: str
+    recipe: dict[str, Any]
+    seed: int
+    inputs: list[dict[str, Any]]
+    documents: dict[str, int]
+    parts: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def shards(self) -> ShardsManifest | None:
+        shards = self.parts.get("shards")
+        if shards is None or isinstance(shards, ShardsManifest):
+            return shards
+        return ShardsManifest.from_json(shards)
+
+    @property
+    def tokenizer(self) -> dict[str, Any] | None:
+        return self.parts.get("tokenizer")
+
+    def add(self, part: dict[str, Any]) -> None:
+        """Merge a decide's manifest entries (a key seen before keeps its place)."""
+        self.parts.update(part)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "format_version": self.schema_version,
+            "dataprep_version": self.dataprep_version,
+            "recipe": self.recipe,
+            "seed": self.seed,
+            "inputs": self.inputs,
+            "documents": self.documents,
+        }
+        for key, value in self.parts.items():
+            out[key] = value.to_json() if isinstance(value, ShardsManifest) else value
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Manifest:
+        head = ("format_version", "dataprep_version", "recipe", "seed", "inputs", "documents")
+        return cls(
+            dataprep_version=d.get("dataprep_version", ""),
+            recipe=d.get("recipe", {}),
+            seed=d.get("seed", 0),
+            inputs=d.get("inputs", []),
+            documents=d.get("documents", {}),
+            parts={k: v for k, v in d.items() if k not in head},
+            schema_version=d.get("format_version", SCHEMA_VERSION),
+        )
 
 
 def find_manifest(path: str | Path) -> Path:
@@ -51,15 +318,21 @@ def find_manifest(path: str | Path) -> Path:
 
 
 def load_manifest(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """(output directory, manifest) for an output directory or any file inside it."""
+    """(output directory, manifest as JSON) for an output directory or any file inside it."""
     m = find_manifest(path)
     return m.parent, json.loads(m.read_text(encoding="utf-8"))
+
+
+def read_manifest(path: str | Path) -> tuple[Path, Manifest]:
+    """(output directory, typed manifest) for an output directory or any file inside it."""
+    out, manifest = load_manifest(path)
+    return out, Manifest.from_json(manifest)
 
 
 def shard_files(
     out: Path, manifest: dict[str, Any], split: str = "train", fmt: str = "bin"
 ) -> list[tuple[Path, dict[str, Any]]]:
-    """[(absolute path, file entry)] of one split's files in one format, in order."""
+    """[(absolute path, file entry as JSON)] of one split's files in one format, in order."""
     shards = manifest.get("shards")
     if not shards:
         raise ValueError(

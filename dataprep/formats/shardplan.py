@@ -59,7 +59,7 @@ def file_stem(meta: dict[str, Any], split: str, k: int) -> str:
 @dataclass
 class ShardFileJob:
     """File ``index`` of ``split``: its ``rows``, and the parts holding them in order (path, batch
-    sizes), to be written by the registered shard ``writers`` into ``shard_dir``."""
+    sizes), to be written by the writers of the shard formats ``writers`` into ``shard_dir``."""
 
     split: str
     index: int
@@ -74,10 +74,11 @@ def write_shard_file(job: ShardFileJob) -> list[dict[str, Any]]:
     """Write one shard file in every format (runs in any process); the manifest entry of each, in
     writer order (``"remainder": true`` on a remainder file's). The parts are read once, batch by
     batch as recorded, and left for the caller to remove (a retried job must find them)."""
-    from dataprep import stage as registry
+    from dataprep.formats.registry import get_format
     from dataprep.formats.rowspool import read_part
+    from dataprep.stage import NoParams
 
-    writers = [registry.get(name)(registry.NoParams(), Path(job.shard_dir), job.meta) for name in job.writers]
+    writers = [get_format(name).writer(NoParams(), Path(job.shard_dir), job.meta) for name in job.writers]
     handles = [w.open_file(job.split, job.index) for w in writers]
     rows = 0
     dtype = TOKEN_DTYPES[job.meta["dtype"]]

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from dataprep.formats.manifest import load_manifest
+from dataprep.formats.manifest import FileEntry, IndexEntry, ShardsManifest, SplitEntry, read_manifest
+from dataprep.formats.registry import FileMeta, get_format
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.io import file_sha256
 
@@ -38,25 +39,25 @@ class Problems:
         return bool(self.items)
 
 
-def _check_file(out: Path, entry: dict[str, Any], problems: Problems) -> bool:
+def _check_file(out: Path, entry: FileEntry | IndexEntry, problems: Problems) -> bool:
     """Existence, size and checksum of a listed file; True when it is intact."""
-    path = out / entry["path"]
+    path = out / entry.path
     if not path.is_file():
-        problems.add(f"{entry['path']}: missing")
+        problems.add(f"{entry.path}: missing")
         return False
     ok = True
-    if "bytes" in entry and path.stat().st_size != entry["bytes"]:
-        problems.add(f"{entry['path']}: {path.stat().st_size} bytes, manifest says {entry['bytes']}")
+    if entry.bytes is not None and path.stat().st_size != entry.bytes:
+        problems.add(f"{entry.path}: {path.stat().st_size} bytes, manifest says {entry.bytes}")
         ok = False
-    if file_sha256(path) != entry["sha256"]:
-        problems.add(f"{entry['path']}: sha256 differs from the manifest (the file was changed or corrupted)")
+    if file_sha256(path) != entry.sha256:
+        problems.add(f"{entry.path}: sha256 differs from the manifest (the file was changed or corrupted)")
         ok = False
     return ok
 
 
-def _row_checks(where: str, batch: RowBatch, shards: dict[str, Any], problems: Problems) -> dict[str, int]:
-    L = shards["row_length"]
-    eos, pad, vocab = shards["eos_id"], shards["pad_id"], shards["vocab_size"]
+def _row_checks(where: str, batch: RowBatch, shards: ShardsManifest, problems: Problems) -> dict[str, int]:
+    L = shards.row_length
+    eos, pad, vocab = shards.eos_id, shards.pad_id, shards.vocab_size
     tokens = batch.tokens
     if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab):
         problems.add(
@@ -84,36 +85,28 @@ def _row_checks(where: str, batch: RowBatch, shards: dict[str, Any], problems: P
     }
 
 
-def _stream(out: Path, entry: dict[str, Any], shards: dict[str, Any]) -> Iterator[tuple[RowBatch, Any]]:
-    from dataprep.formats.dataset import iter_bin_file, iter_mindrecord_file
-
-    L = shards["row_length"]
-    if entry["format"] == "bin":
-        for batch in iter_bin_file(out / entry["path"], out / entry["index"]["path"], shards["dtype"], L):
-            yield batch, None
-    elif entry["format"] == "mindrecord":
-        yield from iter_mindrecord_file(out / entry["path"], L)
-    else:
-        raise ValueError(f"{entry['path']}: unknown format {entry['format']!r}")
+def _stream(out: Path, entry: FileEntry, shards: ShardsManifest) -> Iterator[tuple[RowBatch, Any]]:
+    """(rows, stored loss masks or None) of one listed file, read by its format's reader."""
+    fmt = get_format(entry.format)
+    index = out / entry.index.path if entry.index is not None else None
+    yield from fmt.read_file(out / entry.path, index, FileMeta(shards.row_length, shards.dtype))
 
 
 def _check_equal_files(
-    split: str, fmt: str, equal: dict[str, int], entries: list[dict[str, Any]], problems: Problems
+    split: str, fmt: str, equal: dict[str, int], entries: list[FileEntry], problems: Problems
 ) -> None:
     """The split's files in one format: ``equal["files"]`` files of ``equal["rows"]`` rows, then at
     most one remainder file (listed last) with fewer rows than there are equal files."""
-    sizes = [e.get("rows") for e in entries if not e.get("remainder")]
-    rest = [e for e in entries if e.get("remainder")]
+    sizes = [e.rows for e in entries if not e.remainder]
+    rest = [e for e in entries if e.remainder]
     if sizes != [equal["rows"]] * equal["files"]:
         problems.add(
             f"{split} ({fmt}): file rows {sizes}, expected {equal['files']} files of {equal['rows']}"
         )
-    if rest and (
-        len(rest) > 1 or entries[-1] is not rest[0] or not 0 < rest[0].get("rows", 0) < equal["files"]
-    ):
+    if rest and (len(rest) > 1 or entries[-1] is not rest[0] or not 0 < (rest[0].rows or 0) < equal["files"]):
         problems.add(
             f"{split} ({fmt}): the remainder file must come last and hold 1..{equal['files'] - 1} rows "
-            f"(found {[e.get('rows') for e in rest]})"
+            f"(found {[e.rows for e in rest]})"
         )
 
 
@@ -138,112 +131,135 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
     """Problems found in the run at ``path`` (empty when everything checks out)."""
     problems = Problems()
     try:
-        out, manifest = load_manifest(path)
-    except (FileNotFoundError, ValueError) as e:
+        out, manifest = read_manifest(path)
+        shards = manifest.shards
+    except (FileNotFoundError, ValueError, KeyError) as e:
         return [str(e)]
-    shards = manifest.get("shards")
     if not shards:
         return [f"{out}/manifest.json has no 'shards' section"]
-    tok = manifest.get("tokenizer") or {}
+    tok = manifest.tokenizer or {}
     if tok.get("file"):
-        _check_file(out, {"path": tok["file"], "sha256": tok.get("sha256", "")}, problems)
-    if tok.get("size") and shards["vocab_size"] < tok["size"]:
-        problems.add(f"manifest: vocab_size {shards['vocab_size']} < the tokenizer's {tok['size']} ids")
-    L = shards["row_length"]
-    if shards["seq_length"] + 1 != L:
+        _check_file(out, IndexEntry(tok["file"], sha256=tok.get("sha256", "")), problems)
+    if tok.get("size") and (shards.vocab_size or 0) < tok["size"]:
+        problems.add(f"manifest: vocab_size {shards.vocab_size} < the tokenizer's {tok['size']} ids")
+    L = shards.row_length
+    if shards.seq_length is None or shards.seq_length + 1 != L:
         problems.add(f"manifest: row_length {L} != seq_length + 1")
     in_shards = 0  # documents whose EOS is in the shards: the kept ones
-    for split, info in shards["splits"].items():
-        in_shards += info["eos_tokens"]
-        d = info["dropped"]
-        dropped_tokens = (
-            d["tail_tokens"] + d["truncated_tokens"] + d.get("remainder_tokens", 0)
-        )  # (older runs)
-        if info["tokens"] != info["doc_tokens"] + info["documents"] - dropped_tokens:
-            problems.add(
-                f"{split}: tokens {info['tokens']} != doc_tokens {info['doc_tokens']} + documents "
-                f"{info['documents']} - dropped {dropped_tokens}"
-            )
-        if info["eos_tokens"] != info["documents"] - d["eos"]:
-            problems.add(
-                f"{split}: eos_tokens {info['eos_tokens']} != documents {info['documents']} "
-                f"- dropped EOS {d['eos']}"
-            )
-        if info["rows"] * L != info["tokens"] + info["padding_tokens"]:
-            problems.add(
-                f"{split}: rows * row_length {info['rows'] * L} != tokens {info['tokens']} + padding "
-                f"{info['padding_tokens']}"
-            )
-        by_format: dict[str, list[dict[str, Any]]] = {}
-        for entry in info["files"]:
-            by_format.setdefault(entry["format"], []).append(entry)
-        if "equal_files" in info:
+    for split, info in shards.splits.items():
+        in_shards += info.eos_tokens
+        _check_accounting(split, info, L, problems)
+        by_format = {fmt: info.files_of(fmt) for fmt in info.formats()}
+        if info.equal_files is not None:
             for fmt, entries in by_format.items():
-                _check_equal_files(split, fmt, info["equal_files"], entries, problems)
+                _check_equal_files(split, fmt, info.equal_files, entries, problems)
         streams: dict[str, StreamDigest] = {}
         for fmt, entries in by_format.items():
-            counted = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0}
-            intact_all = True
-            for entry in entries:
-                intact = _check_file(out, entry, problems)
-                if "index" in entry:
-                    intact = _check_file(out, entry["index"], problems) and intact
-                if not intact:
-                    intact_all = False
-                    continue
-                file_counts = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0}
-                try:
-                    for batch, mask in _stream(out, entry, shards):
-                        c = _row_checks(entry["path"], batch, shards, problems)
-                        for k in file_counts:
-                            file_counts[k] += c[k]
-                        if mask is not None and not np.array_equal(mask, batch.loss_masks()):
-                            problems.add(f"{entry['path']}: loss_mask does not match the row padding")
-                        streams.setdefault(fmt, StreamDigest()).update(batch)
-                except (ValueError, RuntimeError, OSError) as e:
-                    problems.add(f"{entry['path']}: unreadable: {e}")
-                    intact_all = False
-                    continue
-                for key in ("rows", "tokens"):
-                    if key in entry and file_counts[key] != entry[key]:
-                        problems.add(
-                            f"{entry['path']}: {file_counts[key]} {key} in the file, "
-                            f"manifest says {entry[key]}"
-                        )
-                for k in counted:
-                    counted[k] += file_counts[k]
-            if not intact_all:
-                streams.pop(fmt, None)  # already reported; comparing a partial stream says nothing
-                continue
-            for key, name in (
-                ("rows", "rows"),
-                ("tokens", "tokens"),
-                ("eos", "eos_tokens"),
-                ("padding", "padding_tokens"),
-            ):
-                if counted[key] != info[name]:
-                    problems.add(
-                        f"{split} ({fmt}): {counted[key]} {name} in the files, manifest says {info[name]}"
-                    )
-        if "bin" in streams and "mindrecord" in streams:
-            a, b = streams["bin"], streams["mindrecord"]
-            what = [
-                name
-                for name, differs in (
-                    ("row count", a.rows != b.rows),
-                    ("input_ids", a.tokens.digest() != b.tokens.digest()),
-                    ("actual_seq_len", a.bounds.digest() != b.bounds.digest()),
-                )
-                if differs
-            ]
-            if what:
-                problems.add(f"{split}: the MindRecord and .bin files differ in {', '.join(what)}")
+            digest = _check_format(out, split, fmt, entries, info, shards, problems)
+            if digest is not None:
+                streams[fmt] = digest
+        _check_formats_agree(split, streams, problems)
         if progress:
-            print(f"checked {split}: {info['rows']} rows", file=sys.stderr)
-    kept = manifest.get("documents", {}).get("kept")
+            print(f"checked {split}: {info.rows} rows", file=sys.stderr)
+    kept = manifest.documents.get("kept")
     if kept is not None and kept != in_shards:
         problems.add(f"manifest: {kept} documents kept but the shards hold {in_shards} (one EOS each)")
     return problems.items
+
+
+def _check_accounting(split: str, info: SplitEntry, L: int, problems: Problems) -> None:
+    """The split's token accounting adds up (tokens, EOS, rows against tokens and padding)."""
+    d = info.dropped
+    dropped_tokens = d.tail_tokens + d.truncated_tokens
+    if info.tokens != info.doc_tokens + info.documents - dropped_tokens:
+        problems.add(
+            f"{split}: tokens {info.tokens} != doc_tokens {info.doc_tokens} + documents "
+            f"{info.documents} - dropped {dropped_tokens}"
+        )
+    if info.eos_tokens != info.documents - d.eos:
+        problems.add(
+            f"{split}: eos_tokens {info.eos_tokens} != documents {info.documents} - dropped EOS {d.eos}"
+        )
+    if info.rows * L != info.tokens + info.padding_tokens:
+        problems.add(
+            f"{split}: rows * row_length {info.rows * L} != tokens {info.tokens} + padding "
+            f"{info.padding_tokens}"
+        )
+
+
+def _check_format(
+    out: Path,
+    split: str,
+    fmt: str,
+    entries: list[FileEntry],
+    info: SplitEntry,
+    shards: ShardsManifest,
+    problems: Problems,
+) -> StreamDigest | None:
+    """Every file of the split in one format: intact, rows well formed, counts as listed, totals as
+    the split's; the digest of its row stream (None when a file is damaged: already reported,
+    and comparing a partial stream says nothing)."""
+    counted = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0}
+    digest = StreamDigest()
+    intact_all = True
+    for entry in entries:
+        intact = _check_file(out, entry, problems)
+        if entry.index is not None:
+            intact = _check_file(out, entry.index, problems) and intact
+        if not intact:
+            intact_all = False
+            continue
+        file_counts = {"rows": 0, "tokens": 0, "eos": 0, "padding": 0}
+        try:
+            for batch, mask in _stream(out, entry, shards):
+                c = _row_checks(entry.path, batch, shards, problems)
+                for k in file_counts:
+                    file_counts[k] += c[k]
+                if mask is not None and not np.array_equal(mask, batch.loss_masks()):
+                    problems.add(f"{entry.path}: loss_mask does not match the row padding")
+                digest.update(batch)
+        except (ValueError, RuntimeError, OSError) as e:
+            problems.add(f"{entry.path}: unreadable: {e}")
+            intact_all = False
+            continue
+        for key in ("rows", "tokens"):
+            listed = getattr(entry, key)
+            if listed is not None and file_counts[key] != listed:
+                problems.add(f"{entry.path}: {file_counts[key]} {key} in the file, manifest says {listed}")
+        for k in counted:
+            counted[k] += file_counts[k]
+    if not intact_all:
+        return None
+    for key, name in (
+        ("rows", "rows"),
+        ("tokens", "tokens"),
+        ("eos", "eos_tokens"),
+        ("padding", "padding_tokens"),
+    ):
+        if counted[key] != getattr(info, name):
+            problems.add(
+                f"{split} ({fmt}): {counted[key]} {name} in the files, manifest says {getattr(info, name)}"
+            )
+    return digest
+
+
+def _check_formats_agree(split: str, streams: dict[str, StreamDigest], problems: Problems) -> None:
+    """Every format of the split carries the same row stream as the first one listed."""
+    names = list(streams)
+    for other in names[1:]:
+        a, b = streams[names[0]], streams[other]
+        what = [
+            name
+            for name, differs in (
+                ("row count", a.rows != b.rows),
+                ("input_ids", a.tokens.digest() != b.tokens.digest()),
+                ("actual_seq_len", a.bounds.digest() != b.bounds.digest()),
+            )
+            if differs
+        ]
+        if what:
+            first, second = get_format(names[0]).title, get_format(other).title
+            problems.add(f"{split}: the {first} and {second} files differ in {', '.join(what)}")
 
 
 def verify_command(path: str, quiet: bool = False) -> int:

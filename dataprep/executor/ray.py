@@ -1,6 +1,6 @@
 """Run the tasks of a pass as Ray tasks (``dataprep prepare ... --executor ray``).
 
-The same pure task function as the local executor (:func:`dataprep.executor.run_task`) runs in
+The same pure task function as the local executor (:func:`dataprep.executor.task.run_task`) runs in
 Ray workers, so outputs are byte-identical to a local run. Tasks read and write OUT, which must
 therefore be a path every Ray node sees (a shared file system); with no address a local Ray
 instance is started with ``workers`` CPUs. A worker killed mid-task is retried by Ray (the task
@@ -19,12 +19,17 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from dataprep.executor.base import Executor
+from dataprep.executor.task import run_task
 from dataprep.progress import Progress
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 TASK_RETRIES = 3
 
@@ -46,8 +51,7 @@ def _in_worker(fn: Callable[[Any], Any], arg: Any) -> Any:
 
 
 def _run_counted(out: str, pass_index: int, task_index: int) -> tuple[int, int]:
-    from dataprep.executor import run_task
-
+    """:func:`run_task` in a Ray worker; returns the (documents, bytes) it went through."""
     _as_pool_worker()
     totals = [0, 0]
 
@@ -59,10 +63,13 @@ def _run_counted(out: str, pass_index: int, task_index: int) -> tuple[int, int]:
     return totals[0], totals[1]
 
 
-class RayExecutor:
-    """Submits every task of a pass to Ray and waits, updating progress as tasks finish."""
+class RayExecutor(Executor):
+    """Every task of a pass, and every call of ``map`` and ``submit``, as a Ray task of one CPU
+    (retried when its worker dies). Joins the cluster at ``address``, else starts a local Ray
+    instance of ``workers`` CPUs (shut down by ``close``)."""
 
     def __init__(self, workers: int, address: str | None = None):
+        self.workers = max(1, workers)
         try:
             import ray
         except ImportError:
@@ -80,18 +87,23 @@ class RayExecutor:
         self._remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_counted)
         self._in_worker = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_in_worker)
 
-    def __enter__(self) -> RayExecutor:
-        return self
+    @property
+    def has_workers(self) -> bool:
+        return True
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         if self._started:
             self._ray.shutdown()
+            self._started = False
 
-    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    def worker_pids(self) -> list[int]:
+        return []  # Ray's workers are not the driver's processes
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """[fn(x) for x in items] as Ray tasks (retried like pass tasks), results in item order."""
         return self._ray.get([self._in_worker.remote(fn, x) for x in items])
 
-    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
+    def submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
         """Start fn(arg) as a Ray task and return its future (e.g. a warm-up import, or the
         report's plots drawn while the driver decides)."""
         return self._in_worker.remote(fn, arg).future()

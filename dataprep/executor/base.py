@@ -1,0 +1,89 @@
+"""The executor protocol: where a run's work runs.
+
+An executor runs the tasks of a pass (:func:`dataprep.executor.task.run_task`, a pure function of
+(OUT, pass, task)) and the module-level functions of the driver's decide phases, on a local
+process pool (:class:`dataprep.executor.pool.LocalExecutor`) or on a Ray cluster
+(:class:`dataprep.executor.ray.RayExecutor`). Both run the same code, so the outputs are the same
+bytes whichever executor and however many workers. A new executor implements :class:`Executor`
+and is named in :func:`make_executor`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from dataprep.progress import Progress
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    """Runs a run's work. ``workers``: how many tasks or calls run at once. ``has_workers``: work
+    runs in worker processes (False: everything runs in the driver, in order, as at one local
+    worker). Functions sent to ``map`` and ``submit`` are module-level (picklable) functions of one
+    argument. Used as a context manager: leaving it closes the executor."""
+
+    workers: int
+
+    @property
+    def has_workers(self) -> bool: ...
+
+    def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
+        """Run these tasks of pass ``pass_index`` (each writes its own completion marker), updating
+        ``bar`` with (documents, bytes) as they go; raises the first task's error."""
+        ...
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """[fn(x) for x in items], on the workers; results in item order."""
+        ...
+
+    def submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
+        """Start fn(arg) on a worker and return its future; without workers, fn(arg) runs now and
+        the future is already done (its result or its error)."""
+        ...
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live worker processes on this machine, for CPU accounting ([] when
+        they are elsewhere or unknown)."""
+        ...
+
+    def close(self) -> None:
+        """Stop the workers (and whatever the executor started)."""
+        ...
+
+    def __enter__(self: Any) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def done_future(fn: Callable[[T], R], arg: T) -> Future[R]:
+    """fn(arg) run now, as a future that is already done (holding its result or its error)."""
+    future: Future[R] = Future()
+    try:
+        future.set_result(fn(arg))
+    except Exception as e:
+        future.set_exception(e)
+    return future
+
+
+def make_executor(kind: str, workers: int, address: str | None = None) -> Executor:
+    """The executor named ``kind``: 'local' (a process pool of ``workers``) or 'ray' (a Ray
+    cluster at ``address``, or a local Ray instance of ``workers`` CPUs)."""
+    if kind == "local":
+        from dataprep.executor.pool import LocalExecutor
+
+        return LocalExecutor(workers)
+    if kind == "ray":
+        from dataprep.executor.ray import RayExecutor
+
+        return RayExecutor(workers, address)
+    raise ValueError(f"unknown executor {kind!r} ({' or '.join(EXECUTORS)})")

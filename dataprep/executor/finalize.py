@@ -1,0 +1,169 @@
+"""The end of a run: stats.json, manifest.json, recipe.yaml and report.html assembled in
+OUT/.final and moved into OUT only when complete; and the report's plots drawn ahead on a worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dataprep import __version__
+from dataprep.executor.context import RunContext
+from dataprep.executor.merge import collect_stats, length_entries, stage_entries
+from dataprep.executor.passes import DECIDE_TASK, READ_LABEL, Pass
+from dataprep.formats.manifest import Manifest
+from dataprep.io import write_text_atomic
+from dataprep.outcome import nothing_left_message, read_hint
+from dataprep.stats import check_accounting
+
+
+def finalize(
+    ctx: RunContext, passes: list[Pass], drawn: dict[str, str] | None = None, stopped: bool = False
+) -> dict[str, Any]:
+    """Assemble stats.json, manifest.json, recipe.yaml, report.html (with the plots drawn ahead of
+    time in ``drawn``, if any) and move the outputs into OUT; returns stats.json's content.
+    ``passes``: those that ran; ``stopped``: the run ended early with no document left (no
+    documents/ output). When no document is left, stats.json's ``outcome`` holds the line the run
+    fails with."""
+    from dataprep.report import write_report
+
+    final = ctx.run.final
+    if final.exists():
+        shutil.rmtree(final)
+    final.mkdir(parents=True)
+    _gather_files(ctx, passes, stopped)
+    stats = stats_document(ctx, passes)
+    manifest = manifest_document(ctx, stats["totals"])
+    write_text_atomic(final / "stats.json", json.dumps(stats, ensure_ascii=False, indent=1))
+    write_text_atomic(final / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
+    write_text_atomic(
+        final / "recipe.yaml", yaml.safe_dump(ctx.recipe.resolved(), allow_unicode=True, sort_keys=False)
+    )
+    write_report(final, stats, manifest, drawn)
+    for entry in sorted(final.iterdir()):
+        target = ctx.run.out / entry.name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        os.replace(entry, target)
+    final.rmdir()
+    return stats
+
+
+def _gather_files(ctx: RunContext, passes: list[Pass], stopped: bool) -> None:
+    """Into OUT/.final: what the global stages wrote (shards, tokenizer), the documents when the
+    recipe has no packing stage, and rejected/ (one file per stage, parts in pass and task order)."""
+    run, final, task_ids = ctx.run, ctx.run.final, ctx.task_ids
+    if run.output.exists():
+        link_tree(run.output, final)
+    last = passes[-1]
+    if not stopped and (last.compute is None or not getattr(ctx.stages[last.compute], "terminal", False)):
+        for t in task_ids:
+            (final / "documents").mkdir(exist_ok=True)
+            os.link(run.docs(last.index, t, final=True), final / "documents" / f"{t}.parquet")
+    for label in [READ_LABEL, *ctx.labels]:
+        parts = [
+            run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in [*task_ids, DECIDE_TASK]
+        ]
+        parts = [x for x in parts if x.exists()]
+        if parts:
+            concat_files(parts, final / "rejected" / f"{label}.jsonl.zst")
+
+
+def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
+    """stats.json: input, stages, totals (accounting checked), lengths, and ``outcome`` when no
+    document is left."""
+    recipe, plan, labels = ctx.recipe, ctx.plan, ctx.labels
+    all_stats, samples, kept_lengths = collect_stats(ctx, passes)
+    read = all_stats[READ_LABEL]
+    order = [READ_LABEL, *labels]
+    totals = check_accounting(order, all_stats)
+    totals["dropped_by_reason"] = {
+        f"{label}/{reason}": n for label in order for reason, n in sorted(all_stats[label].drops.items())
+    }
+    stats: dict[str, Any] = {
+        "recipe": {"name": recipe.name, "hash": recipe.hash()},
+        "input": {
+            "files": len(plan.files),
+            "bytes": sum(f.size for f in plan.files),
+            "tasks": len(ctx.task_ids),
+            "file_notes": plan.file_notes,
+            "problems": {k: v for k, v in sorted(read.counters.items())},
+            "problem_samples": dict(sorted(samples.items())),
+        },
+        "stages": stage_entries(recipe, all_stats),
+        "totals": totals,
+        "length_chars": length_entries(all_stats, kept_lengths),
+    }
+    if totals["kept"] == 0:
+        hints = {f"{READ_LABEL}/{r}": read_hint(r, recipe.input) for r in read.drops}
+        for label, st in zip(labels, ctx.stages, strict=True):
+            hints |= {f"{label}/{r}": st.drop_hint(r, label) for r in all_stats[label].drops}
+        message = nothing_left_message(stats, {k: v for k, v in hints.items() if v}, recipe.input)
+        stats["outcome"] = {"status": "nothing_left", "message": message}
+    return stats
+
+
+def manifest_document(ctx: RunContext, totals: dict[str, Any]) -> dict[str, Any]:
+    """manifest.json (:class:`dataprep.formats.manifest.Manifest`): the run's identity (version,
+    recipe, seed, inputs with their sha256), the document counts, then what the global stages'
+    decides returned, in recipe order."""
+    recipe = ctx.recipe
+    manifest = Manifest(
+        dataprep_version=__version__,
+        recipe={"name": recipe.name, "hash": recipe.hash(), "file": "recipe.yaml"},
+        seed=recipe.seed,
+        inputs=[{"path": f.rel, "bytes": f.size, "sha256": ctx.hashes[f.rel]} for f in ctx.files],
+        documents={"read": totals["docs_in"], "kept": totals["kept"], "dropped": totals["dropped"]},
+    )
+    for part in ctx.manifest_parts:
+        manifest.add(part)
+    return manifest.to_json()
+
+
+def draw_ahead(ctx: RunContext) -> Future[dict[str, str]] | None:
+    """Start drawing the report's plots on a worker from the stats known now (every pass done),
+    while the last decide runs in the driver; returns a future of :func:`report.render_plots`, or
+    None when the executor has no worker to do it. Plots whose data the last decide changes are
+    drawn again at the end (``render`` matches them by spec), so the page does not depend on
+    this."""
+    if not ctx.executor.has_workers:
+        return None
+    from dataprep.report import plot_specs, render_plots
+
+    all_stats, _, kept_lengths = collect_stats(ctx, ctx.passes)
+    stats = {
+        "stages": stage_entries(ctx.recipe, all_stats),
+        "length_chars": length_entries(all_stats, kept_lengths),
+    }
+    return ctx.executor.submit(render_plots, plot_specs(stats))
+
+
+def link_tree(src: Path, dst: Path) -> None:
+    """Hard-link (or copy, across file systems) every file of src into dst."""
+    for path in sorted(src.rglob("*")):
+        target = dst / path.relative_to(src)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.unlink()
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+
+
+def concat_files(parts: list[Path], dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(dst, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 20)

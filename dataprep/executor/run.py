@@ -1,0 +1,364 @@
+"""The driver: ``prepare`` runs a recipe over the inputs into OUT, pass by pass.
+
+Order of a run: make OUT ready (resume a compatible earlier run, or start over), plan the input
+(on the executor's workers), ``setup`` every stage, then per pass: run its tasks on the executor
+(skipping those with a completion marker), and, when a global stage ends the pass, its
+``decide`` once (skipped when its result is recorded). Finally the outputs are assembled
+(:mod:`dataprep.executor.finalize`), timings written and OUT/work emptied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import Future
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from dataprep import __version__
+from dataprep.docstore import RejectedWriter
+from dataprep.executor.base import Executor, make_executor
+from dataprep.executor.context import RunContext
+from dataprep.executor.finalize import draw_ahead, finalize
+from dataprep.executor.merge import cpu_seconds
+from dataprep.executor.passes import COMPLETE, DECIDE_TASK, OUTPUT_ENTRIES, Pass, RunDir, plan_passes
+from dataprep.executor.timing import PhaseClock
+from dataprep.executor.warmup import WarmUps
+from dataprep.io import write_text_atomic
+from dataprep.plan import InputFile, Plan, expand_inputs, make_plan
+from dataprep.progress import Progress
+from dataprep.recipe import Recipe
+from dataprep.stage import DriverContext, GlobalStage, NothingLeft, ReadReport
+from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
+
+
+class RunError(RuntimeError):
+    """The run cannot go on; the message says what to do."""
+
+
+class NothingLeftError(RunError):
+    """The run ended with no document left (its stats.json and report.html are written); the
+    message counts the documents read and dropped by reason and says what to change."""
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def plan_run(
+    run: RunDir, files: list[InputFile], recipe: Recipe, executor: Executor
+) -> tuple[Plan, StageStats, dict[str, list[dict[str, str]]]]:
+    """(plan, its stats, its problem samples) of the run: made once, files planned and hashed in
+    parallel on the ``executor``, and kept in work/plan.json for resumed runs."""
+    plan_file = run.work / "plan.json"
+    if plan_file.exists():
+        saved = json.loads(plan_file.read_text())
+        return Plan.from_json(saved["plan"]), StageStats.from_json(saved["stats"]), saved["samples"]
+    stats = StageStats()
+    report = ReadReport(stats, recipe.input["on_error"])
+    scratch = run.work / "inputs"
+    plan = make_plan(files, recipe, report, scratch, parallel_map=executor.map, hash_files=True)
+    saved = {"plan": plan.to_json(), "stats": stats.to_json(), "samples": report.samples}
+    write_text_atomic(plan_file, json.dumps(saved))
+    return plan, stats, report.samples
+
+
+def prepare_out(run: RunDir, fingerprint: dict[str, Any]) -> bool:
+    """Make OUT ready; True when resuming a compatible earlier run."""
+    state_file = run.work / "run.json"
+    if state_file.exists():
+        previous = json.loads(state_file.read_text())
+        if {k: previous.get(k) for k in fingerprint} == fingerprint:
+            return True
+        _log(f"{run.out}: the recipe, seed or inputs changed since the last run there; starting over")
+    elif run.out.exists() and any(run.out.iterdir()):
+        known = set(OUTPUT_ENTRIES) | {"work", ".final"}
+        foreign = sorted(p.name for p in run.out.iterdir() if p.name not in known)
+        if foreign:
+            raise RunError(
+                f"{run.out} already holds files that dataprep did not write ({', '.join(foreign[:5])}); "
+                "choose another --out"
+            )
+    for name in [*OUTPUT_ENTRIES, "work", ".final"]:
+        path = run.out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    run.work.mkdir(parents=True, exist_ok=True)
+    return False
+
+
+def prepare(
+    inputs: list[str],
+    out: str | Path,
+    recipe: Recipe,
+    workers: int | None = None,
+    keep_work: bool = False,
+    quiet: bool = False,
+    executor: str | Executor = "local",
+    ray_address: str | None = None,
+) -> dict[str, Any]:
+    """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json.
+    ``executor``: 'local' or 'ray' (:func:`make_executor`), or an :class:`Executor` to run on
+    (closed at the end).
+    A run that ends with no document left writes its outputs (stats.json, report.html, rejected/)
+    and raises NothingLeftError, whose one line counts the documents read, the drops by reason
+    (with where the largest reason's first drop came from) and says what to change."""
+    started = time.monotonic()
+    clock = PhaseClock()
+    begun = clock.start()
+    run = RunDir(Path(out).resolve())
+    files = expand_inputs(inputs, exclude=run.out)
+    workers = workers or default_workers()
+    fingerprint = {
+        "version": __version__,
+        "recipe_hash": recipe.hash(),
+        "inputs": Plan(files, []).fingerprint(),
+    }
+    resumed = prepare_out(run, fingerprint)
+    if resumed and (run.work / COMPLETE).exists() and (run.out / "stats.json").exists():
+        if not quiet:
+            _log(f"{run.out}: this run is already complete (same recipe, seed and inputs); nothing to do")
+        return _succeeded(json.loads((run.out / "stats.json").read_text(encoding="utf-8")), run.out)
+    if resumed and not quiet:
+        _log(f"resuming the run in {run.out} (completed work is kept)")
+    write_text_atomic(
+        run.work / "run.json",
+        json.dumps({**fingerprint, "recipe": recipe.resolved()}, ensure_ascii=False, indent=1),
+    )
+    runner = make_executor(executor, workers, ray_address) if isinstance(executor, str) else executor
+    with runner:
+        plan, plan_stats, plan_samples = plan_run(run, files, recipe, runner)
+        if not quiet:
+            for note in plan.file_notes:
+                kind = "note" if note["kind"] == "unsupported" else "warning"
+                _log(f"{kind}: {note['file']}: {note['message']}")
+        stages = [spec.build() for spec in recipe.stages]
+        ctx = RunContext(
+            run=run,
+            recipe=recipe,
+            files=files,
+            plan=plan,
+            plan_stats=plan_stats,
+            plan_samples=plan_samples,
+            stages=stages,
+            labels=[spec.label for spec in recipe.stages],
+            passes=plan_passes(stages),
+            executor=runner,
+            clock=clock,
+            workers=workers,
+            quiet=quiet,
+            keep_work=keep_work,
+        )
+        clock.stop("plan", begun)
+        clock.executor = runner
+        ran, drawn = _run_passes(ctx)
+        clock.executor = None  # its workers are reaped on leaving: their CPU moves to os.times()
+    stopped = ran is not ctx.passes
+    task_cpu = cpu_seconds(run, ran, ctx.task_ids)
+    t0 = clock.start()
+    stats = finalize(ctx, ran, drawn, stopped)
+    clock.stop("finalize", t0)
+    total = time.monotonic() - started
+    _write_timings(ctx, total, task_cpu)
+    write_text_atomic(run.work / COMPLETE, "{}")
+    if not keep_work:  # intermediates are no longer needed; run.json + COMPLETE make reruns no-ops
+        for entry in run.work.iterdir():
+            if entry.name not in ("run.json", COMPLETE):
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if not quiet and "outcome" not in stats:
+        _summary(stats, run.out, total)
+    return _succeeded(stats, run.out)
+
+
+def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
+    """Set every stage up, then run every pass and its decide. Returns (the passes that ran: all,
+    or those up to the one whose decide found nothing left; the report's plots drawn ahead)."""
+    run, clock = ctx.run, ctx.clock
+    if ctx.executor.has_workers:
+        warm_ups = WarmUps.on_pool(ctx.stages, ctx.executor.submit, ctx.workers)
+    else:
+        warm_ups = WarmUps.in_driver(ctx.stages)
+    t0 = clock.start()
+    for i, st in enumerate(ctx.stages):
+        st.setup(_driver_context(ctx, warm_ups, i, ctx.driver_stats[ctx.labels[i]]))
+    clock.stop("setup", t0)
+    drawn: Future[dict[str, str]] | None = None  # report plots drawn by a worker during the last decide
+    ran = ctx.passes
+    for p in ctx.passes:
+        write_text_atomic(run.work / "artifacts.json", json.dumps(ctx.artifacts, ensure_ascii=False))
+        t0 = clock.start()
+        undecided = p.compute is not None and not run.decided(p.index).exists()
+        if undecided:
+            deciding = ctx.stages[p.compute]  # type: ignore[index]
+            assert isinstance(deciding, GlobalStage)
+            stats = ctx.driver_stats[ctx.labels[p.compute]]  # type: ignore[index]
+            deciding.prepare_decide(_driver_context(ctx, warm_ups, p.compute, stats))  # type: ignore[arg-type]
+        _run_tasks(ctx, p)
+        clock.stop(f"pass{p.index}", t0)
+        if p is ctx.passes[-1] and undecided:
+            t0 = clock.start()
+            drawn = draw_ahead(ctx)
+            clock.stop("report.draw_ahead", t0)
+        if p.compute is not None and _decide(ctx, warm_ups, p).get("nothing_left"):
+            ran = ctx.passes[: p.index + 1]
+            break
+        if not ctx.keep_work:  # what the next pass no longer reads
+            if p.index == 0:
+                shutil.rmtree(run.work / "inputs", ignore_errors=True)
+            else:
+                shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+    plots = None
+    if drawn is not None:
+        t0 = clock.start()
+        try:
+            plots = drawn.result()
+        except Exception:  # drawn again at the end, where a real problem shows itself
+            plots = None
+        clock.stop("report.draw_ahead", t0)
+    return ran, plots
+
+
+def _run_tasks(ctx: RunContext, p: Pass) -> None:
+    """The tasks of pass ``p`` that have no completion marker yet, on the executor, with a
+    progress bar (pass 0: by input bytes, longest task first; later passes: by documents)."""
+    run, task_ids, plan = ctx.run, ctx.task_ids, ctx.plan
+    todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
+    if not todo:
+        return
+    names = [ctx.labels[i] for i in [p.apply, *p.maps, p.compute] if i is not None]
+    title = f"pass {p.index + 1}/{len(ctx.passes)}" + (f" ({' > '.join(names)})" if names else "")
+    if p.index == 0:
+        todo.sort(key=lambda i: -plan.tasks[i].nbytes)  # longest first
+    prev_docs = (
+        None
+        if p.index == 0
+        else sum(json.loads(run.marker(p.index - 1, t).read_text())["docs_written"] for t in task_ids)
+    )
+    bar = Progress(
+        title,
+        sum(t.nbytes for t in plan.tasks) if p.index == 0 else None,
+        prev_docs,
+        quiet=ctx.quiet,
+        done_tasks=len(task_ids) - len(todo),
+        total_tasks=len(task_ids),
+    )
+    with bar:
+        ctx.executor.run_pass(run.out, p.index, todo, bar)
+
+
+def _driver_context(
+    ctx: RunContext, warm_ups: WarmUps, i: int, stats: StageStats, rejected: RejectedWriter | None = None
+) -> DriverContext:
+    """What stage ``i`` sees in the driver (``setup``, ``prepare_decide``, ``decide``)."""
+    work = ctx.run.stage_dir(i, ctx.labels[i])
+    work.mkdir(parents=True, exist_ok=True)
+    ctx.run.output.mkdir(parents=True, exist_ok=True)
+    return DriverContext(
+        work_dir=work,
+        output_dir=ctx.run.output,
+        task_ids=ctx.task_ids,
+        seed=ctx.recipe.seed,
+        artifacts=ctx.artifacts,
+        stats=stats,
+        workers=ctx.workers,
+        quiet=ctx.quiet,
+        executor=ctx.executor,
+        while_waiting=partial(warm_ups.run_after, i),
+        label=ctx.labels[i],
+        rejected=rejected,
+    )
+
+
+def _decide(ctx: RunContext, warm_ups: WarmUps, p: Pass) -> dict[str, Any]:
+    """The decide of the global stage that ends pass ``p``, run once: its result (manifest
+    entries, stats, artifacts it published, lengths of the documents it dropped, and
+    ``nothing_left``) is recorded in the pass's decided.json and merged into ``ctx``."""
+    assert p.compute is not None
+    run, label = ctx.run, ctx.labels[p.compute]
+    decided = run.decided(p.index)
+    t0 = ctx.clock.start()
+    if decided.exists():
+        result = json.loads(decided.read_text())
+    else:
+        if not ctx.quiet:
+            _log(f"{label}: deciding over the whole corpus")
+        dstats = StageStats()
+        before = dict(ctx.artifacts)
+        st = ctx.stages[p.compute]
+        assert isinstance(st, GlobalStage)
+        rejected = RejectedWriter(run.rejected(p.index, DECIDE_TASK))
+        dctx = _driver_context(ctx, warm_ups, p.compute, dstats, rejected)
+        dctx.docs_in = sum(
+            json.loads(run.marker(p.index, t).read_text())["stages"][label]["docs_in"] for t in ctx.task_ids
+        )
+        nothing_left = ""
+        try:
+            entries = st.decide(dctx)
+        except NothingLeft as e:  # the stage rejected what it had: the run ends here
+            entries, nothing_left = {}, str(e)
+        rejected.close()
+        unkept = Histogram(LENGTH_EDGES)
+        unkept.add(dctx.unkept_chars)
+        result = {
+            "manifest": entries or {},
+            "stats": dstats.to_json(),
+            "artifacts": {k: v for k, v in ctx.artifacts.items() if before.get(k) != v},
+            "unkept_lengths": unkept.to_json(),
+            "nothing_left": nothing_left,
+        }
+        write_text_atomic(decided, json.dumps(result, ensure_ascii=False))
+    ctx.artifacts.update(result["artifacts"])
+    ctx.manifest_parts.append(result["manifest"])
+    ctx.driver_stats[label].merge(StageStats.from_json(result["stats"]))
+    ctx.clock.stop(f"decide.{label}", t0)
+    return result
+
+
+def _write_timings(ctx: RunContext, total: float, task_cpu: dict[str, float]) -> None:
+    clock = ctx.clock
+    timings = {
+        "workers": ctx.workers,
+        "seconds": {k: round(v, 3) for k, v in {**clock.seconds, "total": total}.items()},
+        "cpu_seconds": {k: round(v, 2) for k, v in {**clock.cpu, "total": sum(clock.cpu.values())}.items()},
+        "driver_cpu_seconds": {
+            k: round(v, 2) for k, v in {**clock.driver_cpu, "total": sum(clock.driver_cpu.values())}.items()
+        },
+        "task_cpu_seconds": task_cpu,
+    }
+    write_text_atomic(ctx.run.out / "timings.json", json.dumps(timings, indent=1))
+
+
+def _succeeded(stats: dict[str, Any], out: Path) -> dict[str, Any]:
+    """``stats``, unless the run in ``out`` left no document: then NothingLeftError with its line."""
+    if "outcome" in stats:
+        raise NothingLeftError(f"{stats['outcome']['message']}; see {out}/report.html")
+    return stats
+
+
+def _summary(stats: dict[str, Any], out: Path, seconds: float) -> None:
+    t = stats["totals"]
+    _log(f"done in {seconds:.1f}s: {t['docs_in']} documents read, {t['kept']} kept, {t['dropped']} dropped")
+    for key, n in t["dropped_by_reason"].items():
+        _log(f"  dropped {n:>8}  {key}")
+    problems = stats["input"]["problems"]
+    bad = {k: v for k, v in problems.items() if k not in ("files.read",)}
+    if bad:
+        _log("input problems: " + ", ".join(f"{k}={v}" for k, v in bad.items()))
+        for kind, items in stats["input"]["problem_samples"].items():
+            for item in items[:3]:
+                _log(f"  {kind}: {item['where']}: {item['message']}")
+    _log(f"outputs in {out}: manifest.json, stats.json, report.html")

@@ -1,0 +1,262 @@
+"""The worker side: one task of one pass, a pure function of (OUT, pass, task).
+
+:func:`run_task` reads the task's input (its split in pass 0, else the documents the previous
+pass wrote), runs the pass's stages batch by batch with exact accounting (every document is kept
+or dropped with a reason), writes its documents, its rejected documents and its stats under
+OUT/work/, then a completion marker, each through a rename. It runs wherever an executor puts it:
+in the driver, in a pool worker or in a Ray worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import operator
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from dataprep import stage as registry
+from dataprep.docstore import DocWriter, RejectedWriter, read_docs
+from dataprep.document import Document, Drop
+from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
+from dataprep.io import write_text_atomic
+from dataprep.plan import Plan
+from dataprep.recipe import recipe_from_resolved
+from dataprep.stage import GlobalStage, MapStage, ReadReport, Stage, StageContext
+from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
+
+
+class _WorkerState:
+    """Per-process cache: the recipe, its stages and the plan of the run being executed."""
+
+    def __init__(self, run: RunDir):
+        state = json.loads((run.work / "run.json").read_text())
+        self.recipe = recipe_from_resolved(state["recipe"])
+        self.stages = [spec.build() for spec in self.recipe.stages]
+        self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
+        self.passes = plan_passes(self.stages)
+        self.readers: dict[str, registry.Reader] = {}
+        self.key = (state["recipe_hash"], state["inputs"])
+
+    def reader(self, name: str) -> registry.Reader:
+        if name not in self.readers:
+            cls = registry.get(name)
+            self.readers[name] = cls(self.recipe.reader_params(cls))
+        return self.readers[name]
+
+
+_STATE: dict[str, _WorkerState] = {}
+
+
+def _state(run: RunDir) -> _WorkerState:
+    key = str(run.out)
+    state = _STATE.get(key)
+    saved = json.loads((run.work / "run.json").read_text())
+    run_key = (saved["recipe_hash"], saved["inputs"])  # same OUT, recipe and inputs: same plan
+    if state is None or state.key != run_key:
+        state = _STATE[key] = _WorkerState(run)
+    return state
+
+
+def _batches(it: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for doc in it:
+        batch.append(doc)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+_text = operator.attrgetter("text")
+
+
+def _lengths(docs: list[Document]) -> list[int]:
+    """Characters of each document's text."""
+    return list(map(len, map(_text, docs)))
+
+
+def _chars(docs: list[Document]) -> int:
+    """Characters of the documents' texts, summed."""
+    return sum(map(len, map(_text, docs)))
+
+
+def _account(
+    label: str,
+    stats: StageStats,
+    batch: list[Document],
+    results: list[Any],
+    rejected: RejectedWriter,
+    chars_in: int | None,
+) -> tuple[list[Document], int]:
+    """Check a stage's 1:1 contract, update its counters, write drops; return the surviving docs
+    and their characters now (the next stage's ``chars_in``). ``chars_in``: the batch's
+    characters as the stage received it, counted before it ran, since stages may rewrite texts in
+    place (None: the batch's arrivals are counted elsewhere)."""
+    if len(results) != len(batch):
+        raise RuntimeError(f"stage {label!r} returned {len(results)} results for {len(batch)} documents")
+    if chars_in is not None:
+        stats.docs_in += len(batch)
+        stats.chars_in += chars_in
+    if all(map(operator.is_, results, batch)):  # every document kept (perhaps rewritten)
+        kept: list[Document] = list(results)
+    else:
+        kept = []
+        for r in results:
+            if isinstance(r, Drop):
+                stats.drop(r.reason, len(r.doc.text), r.doc.where)
+                rejected.write(r, label)
+            else:
+                kept.append(r)
+    chars_out = _chars(kept)
+    stats.docs_out += len(kept)
+    stats.chars_out += chars_out
+    return kept, chars_out
+
+
+def _map_step(stage: Stage, batch: list[Document], ctx: StageContext) -> list[Any]:
+    """A map stage's results; a global stage without a global pass runs its ``apply`` as a map."""
+    if isinstance(stage, GlobalStage):
+        return stage.apply(batch, ctx)
+    assert isinstance(stage, MapStage)
+    return stage.process(batch, ctx)
+
+
+TASK_GC_THRESHOLD = 50_000  # young-generation threshold of the garbage collector inside a task
+
+
+@contextlib.contextmanager
+def young_collections_every(allocations: int) -> Iterator[None]:
+    """Within the block, the cyclic garbage collector's youngest generation is collected after
+    ``allocations`` net container allocations instead of CPython's default (700), so full collections
+    (which traverse every object of the process) come that much more rarely. A task's documents,
+    batches and arrays are freed by reference counting; only the bookkeeping of the collector
+    changes. The previous thresholds are restored on exit."""
+    previous = gc.get_threshold()
+    gc.set_threshold(max(allocations, previous[0]), *previous[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
+def run_task(
+    out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
+) -> None:
+    """Run one task of one pass and write its completion marker (idempotent)."""
+    with young_collections_every(TASK_GC_THRESHOLD):
+        _run_task(out, pass_index, task_index, progress)
+
+
+def _run_task(
+    out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None
+) -> None:
+    run = RunDir(Path(out))
+    state = _state(run)
+    task_id = f"t{task_index:05d}"
+    if run.marker(pass_index, task_id).exists():
+        return
+    recipe, stages, p = state.recipe, state.stages, state.passes[pass_index]
+    artifacts = json.loads((run.work / "artifacts.json").read_text())
+    labels = [s.label for s in recipe.stages]
+    stats = {i: StageStats() for i in [*p.maps, p.apply, p.compute] if i is not None}
+    read_stats = StageStats()
+    rejected = RejectedWriter(run.rejected(pass_index, task_id))
+    batch_size = recipe.input["batch_size"]
+    kept_lengths = Histogram(LENGTH_EDGES)
+    read_lengths = Histogram(LENGTH_EDGES)
+
+    def ctx(i: int) -> StageContext:
+        return StageContext(
+            stats=stats[i],
+            work_dir=run.stage_dir(i, labels[i]),
+            task_id=task_id,
+            task_index=task_index,
+            num_tasks=len(state.plan.tasks),
+            seed=recipe.seed,
+            artifacts=artifacts,
+        )
+
+    contexts = {i: ctx(i) for i in stats}
+    for i, c in contexts.items():
+        c.work_dir.mkdir(parents=True, exist_ok=True)
+        stages[i].begin_task(c)
+    report = ReadReport(read_stats, recipe.input["on_error"], rejected)
+    if pass_index == 0:
+        split = state.plan.tasks[task_index]
+        source: Iterator[list[Document]] = _batches(
+            state.reader(split.reader).read(split, report), batch_size
+        )
+    else:
+        source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
+    terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
+    last_pass = pass_index == len(state.passes) - 1
+    writer = None if terminal else DocWriter(run.docs(pass_index, task_id, final=last_pass))
+    last_position = 0
+    cpu: Counter[str] = Counter()  # CPU seconds per stage label in this task
+    task_cpu = time.process_time()
+
+    def timed(label: str, fn: Callable[..., Any], *args: Any) -> Any:
+        t = time.process_time()
+        result = fn(*args)
+        cpu[label] += time.process_time() - t
+        return result
+
+    for batch in source:
+        if pass_index == 0:
+            read = _lengths(batch)
+            read_lengths.add(read)
+            chars = sum(read)
+        else:
+            chars = _chars(batch)
+        n_in = len(batch)
+        if p.apply is not None:
+            st = stages[p.apply]
+            assert isinstance(st, GlobalStage)
+            results = timed(labels[p.apply], st.apply, batch, contexts[p.apply])
+            batch, chars = _account(labels[p.apply], stats[p.apply], batch, results, rejected, None)
+        for i in p.maps:
+            results = timed(labels[i], _map_step, stages[i], batch, contexts[i])
+            batch, chars = _account(labels[i], stats[i], batch, results, rejected, chars)
+        if p.compute is not None:
+            st = stages[p.compute]
+            assert isinstance(st, GlobalStage)
+            stats[p.compute].docs_in += len(batch)
+            stats[p.compute].chars_in += chars
+            if terminal:
+                stats[p.compute].docs_out += len(batch)
+                stats[p.compute].chars_out += chars
+                kept_lengths.add(_lengths(batch))
+            timed(labels[p.compute], st.compute, batch, contexts[p.compute])
+        elif last_pass:
+            kept_lengths.add(_lengths(batch))
+        if writer is not None:
+            writer.write(batch)
+        if progress is not None:
+            position = report.position if pass_index == 0 else 0
+            progress(n_in, max(position - last_position, 0))
+            last_position = position
+    if p.compute is not None:
+        compute_stage = stages[p.compute]
+        assert isinstance(compute_stage, GlobalStage)
+        timed(labels[p.compute], compute_stage.finish_compute, contexts[p.compute])
+    if writer is not None:
+        writer.close()
+    rejected.close()
+    cpu[IO_CPU] = time.process_time() - task_cpu - sum(cpu.values())
+    if pass_index == 0:
+        read_stats.histogram("length_chars", LENGTH_EDGES).merge(read_lengths)
+    marker = {
+        "stages": {labels[i]: s.to_json() for i, s in sorted(stats.items())},
+        "read": read_stats.to_json() if pass_index == 0 else None,
+        "samples": report.samples,
+        "kept_lengths": kept_lengths.to_json(),
+        "docs_written": writer.docs if writer is not None else 0,
+        "cpu_seconds": dict(cpu),
+    }
+    write_text_atomic(run.marker(pass_index, task_id), json.dumps(marker, ensure_ascii=False))

@@ -1,0 +1,73 @@
+"""Warm-ups: slow preparations of later stages (e.g. MindSpore's import for the shard writers), run
+ahead, where the stage's work will run, while the driver waits on a process of its own."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from dataprep.stage import Stage
+
+
+class WarmUps:
+    """Runs the warm-ups of a run's stages (:meth:`Stage.warm_ups`), once each, ahead of the
+    stage that needs them, while the driver waits on a process of its own (``while_waiting``,
+    e.g. tokenizer training). ``start(fn)`` runs one warm-up where the stage's work will run: see
+    :meth:`in_driver` and :meth:`on_pool`. A warm-up that fails is ignored: the work that needs
+    it meets the problem where it belongs."""
+
+    def __init__(self, stages: list[Stage], start: Callable[[Callable[[Any], Any]], None]):
+        self._stages = stages
+        self._start = start
+        self._done: set[Callable[[Any], Any]] = set()
+
+    @classmethod
+    def in_driver(cls, stages: list[Stage]) -> WarmUps:
+        """For a run whose driver does the stages' work itself (one worker, local executor)."""
+
+        def start(fn: Callable[[Any], Any]) -> None:
+            with contextlib.suppress(Exception):
+                fn(None)
+
+        return cls(stages, start)
+
+    @classmethod
+    def on_pool(cls, stages: list[Stage], submit: Callable[..., Any], workers: int) -> WarmUps:
+        """For ``workers`` pool or Ray workers: each warm-up is sent once per worker (idle
+        workers usually take one each; a worker that gets two finds the second done) and runs at
+        the lowest CPU priority (:func:`warm_up_at_low_priority`), so it takes only the CPU the
+        waited-on process leaves idle. At normal priority, warming two workers during tokenizer
+        training slowed the training about as much as it saved."""
+
+        def start(fn: Callable[[Any], Any]) -> None:
+            for _ in range(workers):
+                submit(warm_up_at_low_priority, fn)
+
+        return cls(stages, start)
+
+    def run_after(self, index: int) -> None:
+        """Start the warm-ups of the stages after stage ``index`` not started yet."""
+        for st in self._stages[index + 1 :]:
+            for fn in st.warm_ups():
+                if fn not in self._done:
+                    self._done.add(fn)
+                    self._start(fn)
+
+
+def warm_up_at_low_priority(fn: Callable[[Any], Any]) -> None:
+    """fn(None) in a thread of this process that runs at the lowest CPU priority (niceness 19;
+    on Linux a thread's niceness is its own, so the calling thread keeps its priority), waited
+    for. Errors are ignored, as for any warm-up."""
+
+    def run() -> None:
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        with contextlib.suppress(Exception):
+            fn(None)
+
+    thread = threading.Thread(target=run, name="warm-up")
+    thread.start()
+    thread.join()

@@ -1,0 +1,161 @@
+"""The ``bin`` shard format: .bin row files with Megatron-compatible .idx files,
+shards/bin/<split>-NNNNN.bin/.idx (and <split>-remainder, see :mod:`dataprep.formats.shardplan`).
+
+Layouts: :mod:`dataprep.formats.binrows` (rows: int32, or uint16 when the vocabulary fits) and
+:mod:`dataprep.formats.idx` (index carrying each row's ``actual_seq_len``). Files follow the shard
+plan in ``meta["plan"]`` (rows per file, per split), so the .bin files line up with every other
+format's files row for row. Everything the ``bin`` format does is here: its writer, how a file is
+read back (verify, inspect), how a split is read for training, and its registry entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataprep.formats.binrows import DTYPES, BinRowsWriter, open_rows
+from dataprep.formats.dataset import iter_bin_file
+from dataprep.formats.idx import IdxWriter, Index, read_idx
+from dataprep.formats.readers_for_training import ShardError, SplitFiles
+from dataprep.formats.registry import FileMeta, ShardFormat, register_format
+from dataprep.formats.rows import RowBatch, loss_mask_from_boundaries
+from dataprep.formats.shardplan import file_stem
+from dataprep.io import file_sha256
+from dataprep.stage import ShardWriter
+
+
+class BinShardWriter(ShardWriter):
+    """Rows as raw little-endian int32/uint16 plus a Megatron .idx: shards/bin/<split>-NNNNN.bin/.idx."""
+
+    name = "bin"
+
+    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
+        super().__init__(params, out_dir, meta)
+        self.dir = Path(out_dir) / "bin"
+
+    def prepare(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def open_file(self, split: str, k: int) -> Any:
+        stem = self.dir / file_stem(self.meta, split, k)
+        rows = BinRowsWriter(stem.with_suffix(".bin"), self.meta["dtype"], self.meta["row_length"])
+        idx = IdxWriter(stem.with_suffix(".idx"), self.meta["dtype"], self.meta["row_length"])
+        return {"split": split, "rows": rows, "idx": idx, "tokens": 0}
+
+    def write(self, handle: Any, rows: RowBatch) -> None:
+        handle["rows"].write(rows.tokens)
+        handle["idx"].add(rows)
+        handle["tokens"] += int(rows.real_tokens.sum())
+
+    def close_file(self, handle: Any) -> dict[str, Any]:
+        info = handle["rows"].close()
+        handle["idx"].close()
+        idx_path = handle["idx"].path
+        return {
+            "path": f"shards/bin/{handle['rows'].path.name}",
+            "format": "bin",
+            "split": handle["split"],
+            "rows": info["rows"],
+            "tokens": handle["tokens"],
+            "bytes": info["bytes"],
+            "sha256": info["sha256"],
+            "index": {
+                "path": f"shards/bin/{idx_path.name}",
+                "bytes": idx_path.stat().st_size,
+                "sha256": file_sha256(idx_path),
+            },
+        }
+
+
+def read_file(data: Path, index: Path | None, meta: FileMeta) -> Iterator[tuple[RowBatch, np.ndarray | None]]:
+    """The rows of one .bin file (its .idx: ``index``, else the one beside it); no stored masks."""
+    for batch in iter_bin_file(data, index or data.with_suffix(".idx"), meta.dtype, meta.row_length):
+        yield batch, None
+
+
+def standalone_meta(data: Path) -> FileMeta:
+    """Row length and dtype of a .bin file from its .idx alone (no manifest)."""
+    index = read_idx(data.with_suffix(".idx"))
+    row_length = index.row_length()
+    if row_length is None:
+        raise ValueError(f"{data}: cannot tell the row length from a one-row index without a manifest")
+    return FileMeta(row_length, "uint16" if index.dtype == np.dtype(np.uint16) else "int32")
+
+
+class BinRows:
+    """Random access to the rows of a split's .bin files (memory-mapped; nothing read eagerly).
+
+    ``read(indices)`` returns ``{"input_ids": int32 [n, row_length], "actual_seq_len": list of int32
+    arrays or None, "loss_mask": int32 [n, row_length] or None}`` for global row indices. A .bin
+    without an index yields ``input_ids`` only; the trainer then derives the boundaries from EOS
+    positions and the mask from pad positions.
+    """
+
+    def __init__(self, split: SplitFiles):
+        if split.format != "bin":
+            raise ValueError(f"BinRows needs a bin split, got {split.format}")
+        dtype, row_length = split.shards.dtype, split.row_length
+        if dtype not in DTYPES:
+            raise ShardError(f"unknown shard dtype {dtype!r} in the manifest (known: {sorted(DTYPES)})")
+        self.maps = []
+        self.indexes: list[Index | None] = []
+        for path, entry in zip(split.files, split.entries, strict=True):
+            rows = open_rows(path, dtype, row_length)
+            if entry.rows is not None and len(rows) != entry.rows:
+                raise ShardError(
+                    f"{path}: holds {len(rows)} rows but the manifest lists {entry.rows} "
+                    "(truncated or replaced file; rerun prepare or `dataprep verify`)"
+                )
+            index = read_idx(split.out / entry.index.path) if entry.index else None
+            if index is not None and index.rows != len(rows):
+                raise ShardError(f"{path}: {len(rows)} rows but its index describes {index.rows}")
+            self.maps.append(rows)
+            self.indexes.append(index)
+        self.starts = np.cumsum([0] + [len(m) for m in self.maps])
+        self.row_length = row_length
+        self.columns: tuple[str, ...] = ("input_ids",)
+        if self.maps and all(x is not None for x in self.indexes):
+            self.columns += ("actual_seq_len", "loss_mask")
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def read(self, indices: np.ndarray) -> dict[str, Any]:
+        indices = np.asarray(indices, dtype=np.int64)
+        out_ids = np.empty((len(indices), self.row_length), dtype=np.int32)
+        file_of = np.searchsorted(self.starts, indices, side="right") - 1
+        local = indices - self.starts[file_of]
+        for f in np.unique(file_of):
+            sel = file_of == f
+            out_ids[sel] = self.maps[f][local[sel]]
+        if "actual_seq_len" not in self.columns:
+            return {"input_ids": out_ids, "actual_seq_len": None, "loss_mask": None}
+        asl = [self.indexes[f].actual_seq_len(int(i)) for f, i in zip(file_of, local, strict=True)]  # type: ignore[union-attr]
+        mask = np.stack([loss_mask_from_boundaries(a, self.row_length) for a in asl])
+        return {"input_ids": out_ids, "actual_seq_len": asl, "loss_mask": mask}
+
+    def batches(self, indices: np.ndarray, batch_size: int) -> Iterator[dict[str, Any]]:
+        """Rows ``indices`` (in that order) in whole batches of ``batch_size`` rows."""
+        for k in range(0, len(indices) - batch_size + 1, batch_size):
+            batch = self.read(indices[k : k + batch_size])
+            batch["row_ids"] = indices[k : k + batch_size]
+            yield batch
+
+
+FORMAT = register_format(
+    ShardFormat(
+        name="bin",
+        writer=BinShardWriter,
+        suffix=".bin",
+        companions=(".idx",),
+        read_file=read_file,
+        training_rows=BinRows,
+        title=".bin",
+        light=True,
+        training_preference=0,
+        standalone_meta=standalone_meta,
+    )
+)

@@ -1,0 +1,204 @@
+"""The ``mindrecord`` shard format: shards/mindrecord/<split>-NNNNN.mindrecord (+ .db; and
+<split>-remainder.mindrecord, see :mod:`dataprep.formats.shardplan`), one standalone file per
+shard, following the shard plan so files line up with every other format's files row for row.
+
+Files are written wherever the shard-file jobs run (MindSpore's import, ~1-3 s, is run ahead
+with ``warm_up`` in the driver or the pool's workers while the tokenizer trains), into
+shards/.mindrecord.staging; the directory is moved into place whole by ``commit`` once every file
+is committed (MindRecord headers store bare file names: files must never be renamed). A
+MindRecord file's bytes depend on how its rows were cut into writes: the same rows in the same
+batches give the same file. Schema and the file-level reader and writer:
+:mod:`dataprep.formats.mindrecord`. Training reads a split through ``MindDataset`` with a
+``SubsetSampler`` of the rows wanted (:class:`MindRecordRows`). Everything the ``mindrecord``
+format does is here, with its registry entry; MindSpore is imported only inside functions.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataprep.formats.dataset import iter_mindrecord_file
+from dataprep.formats.mindrecord import MindRecordFile, move_into_place, staging_dir
+from dataprep.formats.readers_for_training import ROW_COLUMNS, ShardError, SplitFiles
+from dataprep.formats.registry import FileMeta, ShardFormat, register_format
+from dataprep.formats.rows import RowBatch
+from dataprep.formats.shardplan import file_stem
+from dataprep.io import file_sha256
+from dataprep.stage import ShardWriter
+
+_FAST_EXIT = False
+
+
+def _exit_now() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def import_mindrecord(_: Any = None) -> None:
+    """Import MindSpore's MindRecord writer (~3 s), ahead of the files.
+
+    In a worker process (a multiprocessing child) the process then leaves without MindSpore's
+    interpreter teardown (~0.4 s at every pool shutdown): by then every file it wrote is
+    committed and closed, and results travel synchronously, so only stdio needs flushing."""
+    global _FAST_EXIT
+    import mindspore.mindrecord  # noqa: F401
+
+    if not _FAST_EXIT and multiprocessing.parent_process() is not None:
+        atexit.register(_exit_now)  # runs first (last registered), before MindSpore's handlers
+        _FAST_EXIT = True
+
+
+class MindRecordShardWriter(ShardWriter):
+    """Rows as MindRecord (input_ids, actual_seq_len, loss_mask when padding): shards/mindrecord/."""
+
+    name = "mindrecord"
+    warm_up = staticmethod(import_mindrecord)
+
+    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
+        super().__init__(params, out_dir, meta)
+        self.final = Path(out_dir) / "mindrecord"
+        self.staging = staging_dir(self.final)
+
+    def prepare(self) -> None:
+        if self.staging.exists():
+            shutil.rmtree(self.staging)
+        self.staging.mkdir(parents=True)
+
+    def open_file(self, split: str, k: int) -> Any:
+        import_mindrecord()
+        path = self.staging / f"{file_stem(self.meta, split, k)}.mindrecord"
+        return {"split": split, "file": MindRecordFile(path, self.meta["with_loss_mask"]), "tokens": 0}
+
+    def write(self, handle: Any, rows: RowBatch) -> None:
+        handle["file"].write(rows)
+        handle["tokens"] += int(rows.real_tokens.sum())
+
+    def close_file(self, handle: Any) -> dict[str, Any]:
+        mr: MindRecordFile = handle["file"]
+        mr.commit()
+        path = mr.path
+        db = path.with_name(path.name + ".db")
+        return {
+            "path": f"shards/mindrecord/{path.name}",
+            "format": "mindrecord",
+            "split": handle["split"],
+            "rows": mr.rows,
+            "tokens": handle["tokens"],
+            "bytes": path.stat().st_size,
+            "sha256": file_sha256(path),
+            "index": {
+                "path": f"shards/mindrecord/{db.name}",
+                "bytes": db.stat().st_size,
+                "sha256": file_sha256(db),
+            },
+        }
+
+    def commit(self) -> None:
+        move_into_place(self.staging, self.final)
+
+
+def read_file(data: Path, index: Path | None, meta: FileMeta) -> Iterator[tuple[RowBatch, np.ndarray | None]]:
+    """(rows, stored loss masks or None) of one MindRecord file, in stored order (its .db is
+    found by MindSpore beside it)."""
+    yield from iter_mindrecord_file(data, meta.row_length)
+
+
+def mindrecord_columns(split: SplitFiles) -> tuple[str, ...]:
+    """Row columns stored in the split's MindRecord files (from the first file's schema)."""
+    from mindspore.mindrecord import FileReader
+
+    reader = FileReader(str(split.files[0]))
+    try:
+        schema = reader.schema()
+    finally:
+        reader.close()
+    if "input_ids" not in schema:
+        raise ShardError(f"{split.files[0]}: MindRecord schema has no 'input_ids' field: {sorted(schema)}")
+    return tuple(c for c in ROW_COLUMNS if c in schema)
+
+
+class MindRecordRows:
+    """The rows of a split's MindRecord files, read through ``mindspore.dataset.MindDataset``
+    with a ``SubsetSampler`` of the rows wanted (the same order as any other format)."""
+
+    def __init__(self, split: SplitFiles):
+        self.split = split
+        self.columns = mindrecord_columns(split)
+        self.total_rows = self._size()
+
+    def __len__(self) -> int:
+        return self.total_rows
+
+    def _files_arg(self) -> str | list[str]:
+        files = [str(p) for p in self.split.files]
+        # one file: MindDataset finds the other components of that MindRecord set itself
+        return files[0] if len(files) == 1 else files
+
+    def _size(self) -> int:
+        import mindspore.dataset as ds
+
+        rows = ds.MindDataset(self._files_arg(), columns_list=["input_ids"], shuffle=False).get_dataset_size()
+        if self.split.rows and rows != self.split.rows:
+            raise ValueError(
+                f"MindRecord files of split {self.split.split!r} hold {rows} rows but the manifest lists "
+                f"{self.split.rows} (rerun prepare or `dataprep verify`)"
+            )
+        return int(rows)
+
+    def batches(self, indices: np.ndarray, batch_size: int) -> Iterator[dict[str, Any]]:
+        """Rows ``indices`` (in that order) in whole batches of ``batch_size`` rows."""
+        import mindspore.dataset as ds
+
+        idx = indices
+        dataset = ds.MindDataset(
+            self._files_arg(),
+            columns_list=list(self.columns),
+            sampler=ds.SubsetSampler([int(i) for i in idx]),
+            num_parallel_workers=1,
+        )
+        it = dataset.create_dict_iterator(num_epochs=1, output_numpy=True)
+        buf: list[dict[str, np.ndarray]] = []
+        produced = 0
+        for row in it:
+            buf.append(row)
+            if len(buf) == batch_size:
+                yield {
+                    "input_ids": np.stack([r["input_ids"] for r in buf]).astype(np.int32),
+                    "actual_seq_len": [r["actual_seq_len"] for r in buf]
+                    if "actual_seq_len" in self.columns
+                    else None,
+                    "loss_mask": np.stack([r["loss_mask"] for r in buf])
+                    if "loss_mask" in self.columns
+                    else None,
+                    "row_ids": idx[produced * batch_size : (produced + 1) * batch_size],
+                }
+                buf = []
+                produced += 1
+        if produced < len(idx) // batch_size:
+            raise RuntimeError(f"MindDataset returned {produced} of {len(idx) // batch_size} batches")
+
+
+FORMAT = register_format(
+    ShardFormat(
+        name="mindrecord",
+        writer=MindRecordShardWriter,
+        suffix=".mindrecord",
+        companions=(".mindrecord.db",),
+        read_file=read_file,
+        training_rows=MindRecordRows,
+        title="MindRecord",
+        light=False,
+        training_preference=1,
+        stored_dtype=lambda _: "int32",
+    )
+)

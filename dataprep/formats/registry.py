@@ -1,0 +1,152 @@
+"""The shard-format registry: one entry per format pairs everything that touches its files.
+
+A :class:`ShardFormat` names its writer (a :class:`dataprep.stage.ShardWriter`, also listed by
+``dataprep stages`` and named in ``pack.writers``), how one file is read back as rows (for
+``dataprep verify`` and ``dataprep inspect``), how a split is read for training (``pretrain/``),
+and what ``inspect`` needs without a manifest. The packing stage, verify, inspect and the
+training loop look formats up here by name (the ``format`` of each file entry in manifest.json)
+and never branch on a format's name.
+
+Built-in formats (:mod:`dataprep.formats.bin_shards`, :mod:`dataprep.formats.mindrecord_shards`)
+are registered the first time a format is looked up, then those of the ``dataprep.formats``
+entry-point group (plug-ins); a module may also call :func:`register_format` itself (a stage
+module under ``stages/`` is imported by the stage registry). A new format is one module that
+defines its writer, reader and training rows and registers one ``ShardFormat``; see
+docs/add-a-shard-format.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from dataprep.formats.readers_for_training import SplitFiles
+    from dataprep.formats.rows import RowBatch
+    from dataprep.stage import ShardWriter
+
+BUILTIN = ("dataprep.formats.bin_shards", "dataprep.formats.mindrecord_shards")
+
+
+class TrainingRows(Protocol):
+    """The rows of one split in one format, as a training loop reads them: ``columns`` stored
+    (``input_ids`` first; see the row contract in :mod:`dataprep.formats`), ``len()`` rows, and
+    ``batches(indices, batch_size)``: the rows at ``indices`` (global row numbers, in that order)
+    as dicts of ``input_ids`` int32 [batch_size, row_length], ``actual_seq_len`` (list of int32
+    arrays, or None), ``loss_mask`` (int32 [batch_size, row_length], or None) and ``row_ids``;
+    whole batches only."""
+
+    columns: tuple[str, ...]
+
+    def __len__(self) -> int: ...
+
+    def batches(self, indices: np.ndarray, batch_size: int) -> Iterator[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class FileMeta:
+    """What reading one file needs: ``row_length``; ``dtype`` of the stored tokens (as in
+    ``shards.dtype``: a format may store its own, e.g. MindRecord is always int32)."""
+
+    row_length: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ShardFormat:
+    """One shard format.
+
+    name: the writer's name (``pack.writers``) and the ``format`` of its files in the manifest.
+    writer: writes its files (built per process; see :class:`dataprep.stage.ShardWriter`).
+    suffix: the data file's suffix; ``companions``: the suffixes that replace it in the names of
+      the files beside it (its index: ``x.idx`` for ``x.bin``, ``x.mindrecord.db`` for
+      ``x.mindrecord``), which stand for it on the command line (``inspect x.idx`` reads ``x.bin``).
+    read_file(data, index, meta): (rows, stored loss masks or None) of one file in stored order;
+      ``index``: its companion file as listed in the manifest, or None for the default beside it.
+    training_rows(split): random access to a split's rows for training (:class:`TrainingRows`).
+    light: reading needs no heavy import (``inspect`` of a directory picks a light format first).
+    training_preference: ``data_format: auto`` in training picks the present format ranked
+      highest.
+    standalone_meta(data): the :class:`FileMeta` of a file without its run's manifest, when the
+      format can tell (else None: the manifest is needed).
+    stored_dtype(shards_dtype): the dtype its files store (shown by ``inspect``).
+    title: how messages name its files ("the MindRecord and .bin files differ").
+    """
+
+    name: str
+    writer: type[ShardWriter]
+    suffix: str
+    companions: tuple[str, ...]
+    read_file: Callable[[Path, Path | None, FileMeta], Iterator[tuple[RowBatch, np.ndarray | None]]]
+    training_rows: Callable[[SplitFiles], TrainingRows]
+    light: bool = True
+    training_preference: int = 0
+    standalone_meta: Callable[[Path], FileMeta] | None = None
+    stored_dtype: Callable[[str], str] = str
+    title: str = ""
+
+    def data_file(self, path: Path) -> Path:
+        """The data file ``path`` stands for (itself, or the file its companion sits beside)."""
+        for companion in self.companions:
+            if path.name.endswith(companion):
+                return path.with_name(path.name[: -len(companion)] + self.suffix)
+        return path
+
+
+_FORMATS: dict[str, ShardFormat] = {}
+_DISCOVERED = False
+
+
+def register_format(fmt: ShardFormat) -> ShardFormat:
+    """Make ``fmt`` known by its name (its writer also joins the stage registry); returns it."""
+    from dataprep.stage import register
+
+    existing = _FORMATS.get(fmt.name)
+    if existing is not None and existing.writer.__qualname__ != fmt.writer.__qualname__:
+        raise TypeError(f"shard format {fmt.name!r} is registered twice")
+    _FORMATS[fmt.name] = fmt
+    register(fmt.writer)
+    return fmt
+
+
+def discover() -> None:
+    """Register the built-in formats, then the plug-ins of the ``dataprep.formats`` entry points."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    for module in BUILTIN:
+        importlib.import_module(module)
+    for ep in entry_points(group="dataprep.formats"):
+        ep.load()
+
+
+def get_format(name: str) -> ShardFormat:
+    """The format named ``name``; ValueError naming the known ones if absent."""
+    discover()
+    try:
+        return _FORMATS[name]
+    except KeyError:
+        known = ", ".join(sorted(_FORMATS))
+        raise ValueError(f"unknown shard format {name!r}; known formats: {known}") from None
+
+
+def all_formats() -> list[ShardFormat]:
+    """Every registered format, by name."""
+    discover()
+    return [_FORMATS[name] for name in sorted(_FORMATS)]
+
+
+def format_of_file(path: Path) -> tuple[ShardFormat, Path]:
+    """(format, data file) of a shard file or of one of its companions, by suffix."""
+    for fmt in all_formats():
+        if path.name.endswith(fmt.suffix) or any(path.name.endswith(c) for c in fmt.companions):
+            return fmt, fmt.data_file(path)
+    known = ", ".join(s for f in all_formats() for s in (f.suffix, *f.companions))
+    raise ValueError(f"{path}: not a shard ({known} or an output directory)")

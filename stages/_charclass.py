@@ -220,6 +220,8 @@ class BatchChars:
             out.cls = cached["cls"][positions]
         if "counts" in cached:
             out.counts = cached["counts"][keep]
+        if "layout" in cached:  # (stages._layout)
+            out.__dict__["layout"] = cached["layout"].subset(keep, self.starts, starts)
         return out
 
 

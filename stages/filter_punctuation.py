@@ -1,8 +1,13 @@
-"""Punctuation filter: long stretches of text without any sentence punctuation.
+"""Punctuation filter: long stretches of prose without any sentence punctuation.
 
-Score ``max_unpunctuated``: the longest stretch of characters (whitespace not counted) between two
-sentence or clause marks (。！？；，、：… and .!?;,:). With ``newline_breaks`` a line break ends a
-stretch too (for corpora whose lines are sentences without marks, e.g. lists of titles).
+Score ``max_unpunctuated``: the longest stretch of prose characters (whitespace not counted)
+between two sentence or clause marks (。！？；，、：… and .!?;,:). Code, command listings, tables
+and their rules, URLs, Markdown link targets and inline code (``stages._layout``) are not prose:
+they count for nothing. A line of code or of a table and a link target also end a stretch, so a
+listing, a table or a list of links is never a run of unpunctuated prose, while a sentence goes
+on through its URLs and inline code (backticks hide no garbage). With ``newline_breaks`` a line
+break ends a stretch too (for corpora whose lines are sentences without marks, e.g. lists of
+titles).
 Drop ``no_punctuation`` when it exceeds ``max_chars`` (Chinese documents: Han characters are at
 least ``chinese_at`` of the non-space characters) or ``max_chars_other`` (other documents:
 e-mail and English prose have lists, signatures and code without marks, and a Latin word is
@@ -21,17 +26,27 @@ from dataprep.document import Document
 from dataprep.stage import param, register
 from stages._charclass import HAN_CLASSES, SPACE, batch_chars, sentence_punct_table
 from stages._filter_base import RUN_EDGES, CleaningFilter, Columns, rows, shares
+from stages._layout import layout, prose_counts
 
 
 def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Columns:
-    """max_unpunctuated (non-space characters of the longest stretch without sentence punctuation)
-    and han_share (Han / non-space characters) of each text, vectorised over the batch."""
+    """max_unpunctuated (non-space prose characters of the longest stretch without sentence
+    punctuation) and han_share (Han / non-space prose characters) of each text, vectorised over
+    the batch."""
     bc = batch_chars(texts)
     cps, starts, cls = bc.cps, bc.starts, bc.cls
     nonspace = cls != SPACE
     breaks = _breaks()[cps]
     if newline_breaks:
         breaks |= cps == 10
+    lay = layout(bc)
+    hidden = lay.not_sentence_chars
+    if len(hidden):
+        nonspace[hidden] = False
+        # code and table lines and link targets end a stretch; a URL or inline code is part of its
+        # sentence (not counted, and its own dots and colons are no sentence marks)
+        breaks[hidden] = False
+        breaks[lay.nonprose] = True
     breaks[starts[1:] - 1] = True  # the "\n" after each text ends its last stretch
     cum = np.concatenate([[0], np.cumsum(nonspace)])
     pos = np.flatnonzero(breaks)
@@ -40,7 +55,7 @@ def punctuation_columns(texts: list[str], newline_breaks: bool = False) -> Colum
     doc = bc.doc[pos]
     first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]]))
     longest = np.maximum.reduceat(seg, first)
-    counts = bc.counts  # (shared with the other filters)
+    counts = prose_counts(bc)  # (shared with the other filters)
     doc_nonspace = counts.sum(axis=1) - counts[:, SPACE]
     doc_han = counts[:, list(HAN_CLASSES)].sum(axis=1)
     return {

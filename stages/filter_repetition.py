@@ -1,10 +1,15 @@
 """Repetition filter (after Gopher, Rae et al. 2021), with Chinese measured on characters.
 
+Measured on prose only (``stages._layout``): lines of code, command listings and tables (their
+rules above all) are neither lines nor units here, and Markdown link targets and inline code
+hold no units, so a manual's table rules, repeated commands and option names are not repetition
+(a URL's words are units: a page repeating one URL is repetition).
+
 Units: every Han, kana or hangul character is one unit; a run of other letters and digits (a
 Latin word, a number) is one unit. Characters of a unit: its length.
 
 Scores (all shares in [0, 1]):
-- ``dup_line_share`` / ``dup_line_char_share``: lines (of at least ``min_line_chars``
+- ``dup_line_share`` / ``dup_line_char_share``: prose lines (of at least ``min_line_chars``
   characters) that repeat an earlier line of the document, by count and by characters. Shorter
   lines are ignored: a ci poem repeats 长相思。 by design.
 - ``dup_para_share`` / ``dup_para_char_share``: the same for paragraphs (separated by a blank line).
@@ -35,6 +40,7 @@ from dataprep.document import Document
 from dataprep.stage import param, register
 from stages._charclass import ALNUM, HAN_MASK, batch_chars, full_class_table
 from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows
+from stages._layout import PROSE_LINE, layout
 
 TOP_NS = (2, 3, 4)
 LINE_KEYS = ("dup_line_share", "dup_line_char_share", "dup_para_share", "dup_para_char_share")
@@ -59,10 +65,34 @@ def _dup_shares(pieces: list[str]) -> tuple[float, float]:
     return dup / len(pieces), (dup_chars / total_chars if total_chars else 0.0)
 
 
-def _line_shares(text: str, min_line_chars: int) -> tuple[float, float, float, float]:
-    """The LINE_KEYS scores of ``text``, in that order."""
-    lines = [s for s in map(str.strip, text.split("\n")) if len(s) >= min_line_chars]
-    paras = [s for s in map(str.strip, text.split("\n\n")) if s]
+def _prose_pieces(text: str, kinds: np.ndarray | None) -> tuple[list[str], list[str]]:
+    """(lines, paragraphs) of ``text``, stripped: with ``kinds`` (``stages._layout`` line kinds,
+    one per line) only its prose lines, a paragraph being the prose lines between empty lines."""
+    if kinds is None:
+        return list(map(str.strip, text.split("\n"))), list(map(str.strip, text.split("\n\n")))
+    lines: list[str] = []
+    paras: list[str] = []
+    para: list[str] = []
+    for line, kind in zip(text.split("\n"), kinds.tolist(), strict=True):
+        if not line:
+            paras.append("\n".join(para))
+            para = []
+        elif kind == PROSE_LINE:
+            line = line.strip()
+            lines.append(line)
+            para.append(line)
+    paras.append("\n".join(para))
+    return lines, paras
+
+
+def _line_shares(
+    text: str, min_line_chars: int, kinds: np.ndarray | None = None
+) -> tuple[float, float, float, float]:
+    """The LINE_KEYS scores of ``text``, in that order, over its prose lines (all lines when
+    ``kinds`` is None)."""
+    all_lines, all_paras = _prose_pieces(text, kinds)
+    lines = [s for s in all_lines if len(s) >= min_line_chars]
+    paras = [s for s in all_paras if s]
     dp, dpc = _dup_shares(paras) if len(paras) > 1 else (0.0, 0.0)
     return (*_dup_shares(lines), dp, dpc)
 
@@ -94,6 +124,9 @@ def _units(
     bc = batch_chars(texts)
     cps = bc.cps
     kind = unit_table()[cps]
+    no_words = layout(bc).no_words
+    if len(no_words):
+        kind[no_words] = 0  # code, tables, link targets, inline code: no units
     word = (kind & WORD) != 0
     # word runs: starts and ends, found on the word characters only
     wpos = np.flatnonzero(word)
@@ -367,7 +400,10 @@ class FilterRepetition(CleaningFilter):
         bc = batch_chars(texts)
         newlines = np.bincount(bc.doc[bc.cps == 10], minlength=len(texts)) - 1  # not the joining "\n"
         scored = np.flatnonzero(newlines + 1 >= p.min_lines)  # cheap bound on non-empty lines
-        shares = np.array([_line_shares(texts[i], p.min_line_chars) for i in scored.tolist()])
+        lay = layout(bc)
+        shares = np.array(
+            [_line_shares(texts[i], p.min_line_chars, lay.kinds_of(i)) for i in scored.tolist()]
+        )
         for k, key in enumerate(LINE_KEYS):
             cols[key] = np.zeros(len(texts))
             if len(scored):

@@ -1,10 +1,16 @@
-"""Script-mix filter: the share of Chinese among the text, and the share of non-text symbols.
+"""Script-mix filter: the share of Chinese among the prose, and the share of non-text symbols.
 
-Scores (shares of characters, whitespace never counted):
+A document is judged on its prose (``stages._layout``): code, command listings, tables and their
+rules and Markdown link targets are not counted, so a Chinese manual full of shell commands and
+box-drawn tables is as Chinese as its sentences; URLs and inline code are running text and
+counted (a page of links or of backticked words is not Chinese prose).
+
+Scores (shares of prose characters, whitespace never counted):
 - ``han_share``: Han characters / word characters (letters and digits of any script, Han
   included). 1.0 for pure Chinese, 0.0 for pure English.
 - ``symbol_share``: characters that are neither word characters nor punctuation (emoji, box
   drawing, arithmetic and currency signs, private-use characters, U+FFFD) / non-space characters.
+- ``nonspace``: non-space prose characters.
 
 Decisions:
 - ``too_many_symbols`` when symbol_share > max_symbol_share (documents of at least
@@ -26,11 +32,12 @@ from dataprep.document import Document
 from dataprep.stage import param, register
 from stages._charclass import ALNUM, BAD, HAN_CLASSES, SPACE, SYMBOL, batch_chars
 from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, shares
+from stages._layout import prose_counts
 
 
 def script_columns(texts: list[str]) -> Columns:
     """han_share, symbol_share and nonspace of each text (see the module docstring), as arrays."""
-    counts = batch_chars(texts).counts
+    counts = prose_counts(batch_chars(texts))
     han = counts[:, list(HAN_CLASSES)].sum(axis=1)
     words = han + counts[:, ALNUM]
     nonspace = counts.sum(axis=1) - counts[:, SPACE]

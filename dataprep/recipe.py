@@ -89,6 +89,7 @@ class SourceSpec:
     share: float
     max_epochs: float = 1.0
     priority: int = 0
+    stages: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # map-stage overrides
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -136,6 +137,23 @@ class Recipe:
             out["sources"] = [s.to_json() for s in self.sources]
             out["mix"] = dataclasses.asdict(self.mix or MixParams())
         out["stages"] = [{s.name: dataclasses.asdict(s.params)} for s in self.stages]
+        return out
+
+    def stages_for(self, source: str) -> list[StageSpec]:
+        """The stages as they run on the documents of ``source``: its overrides (``sources[].stages``,
+        map stages only) merged into the recipe's parameters of every stage of that name."""
+        spec = next((s for s in self.sources if s.name == source), None)
+        if spec is None or not spec.stages:
+            return self.stages
+        out = []
+        for st in self.stages:
+            over = spec.stages.get(st.name)
+            if over:
+                cls = registry.get(st.name)
+                merged = {**dataclasses.asdict(st.params), **over}
+                params = registry.build_params(cls.Params, merged, f"sources.{source}.stages.{st.name}")
+                st = StageSpec(st.label, st.name, params)
+            out.append(st)
         return out
 
     def sources_by_priority(self) -> list[SourceSpec]:
@@ -258,6 +276,19 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     if isinstance(recipe_seed, bool) or not isinstance(recipe_seed, int):
         raise RecipeError(f"{where}: seed must be an integer")
     sources = parse_sources(data.get("sources"), where)
+    for src in sources:  # overrides: of map stages the recipe has, with valid parameters
+        for stage_name, over in src.stages.items():
+            named = [s for s in specs if s.name == stage_name]
+            if not named:
+                raise RecipeError(f"{where}: source {src.name}: the recipe has no stage {stage_name!r}")
+            cls = registry.get(stage_name)
+            if cls.kind != "map":
+                raise RecipeError(
+                    f"{where}: source {src.name}: {stage_name} is a {cls.kind} stage; only map stages "
+                    "(filters, cleaners) can be set per source"
+                )
+            merged = {**dataclasses.asdict(named[0].params), **over}
+            registry.build_params(cls.Params, merged, f"{where}: sources.{src.name}.stages.{stage_name}")
     if "mix" in data and not sources:
         raise RecipeError(f"{where}: 'mix' needs 'sources'")
     mix = registry.build_params(MixParams, data.get("mix") or {}, f"{where}: mix") if sources else None
@@ -290,7 +321,7 @@ def parse_sources(raw: Any, where: str) -> list[SourceSpec]:
     if not isinstance(raw, list) or not raw:
         raise RecipeError(f"{where}: 'sources' must be a non-empty list of {{name, inputs, share}}")
     out: list[SourceSpec] = []
-    valid = {"name", "inputs", "share", "max_epochs", "priority"}
+    valid = {"name", "inputs", "share", "max_epochs", "priority", "stages"}
     for i, entry in enumerate(raw):
         at = f"{where}: sources[{i}]"
         if not isinstance(entry, dict):
@@ -315,7 +346,12 @@ def parse_sources(raw: Any, where: str) -> list[SourceSpec]:
         priority = entry.get("priority", -i)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise RecipeError(f"{at} ({name}): 'priority' must be an integer")
-        out.append(SourceSpec(name, list(inputs), float(share), float(epochs), priority))
+        overrides = entry.get("stages") or {}
+        if not isinstance(overrides, dict) or not all(
+            isinstance(k, str) and isinstance(v, dict) for k, v in overrides.items()
+        ):
+            raise RecipeError(f"{at} ({name}): 'stages' must map stage names to parameters")
+        out.append(SourceSpec(name, list(inputs), float(share), float(epochs), priority, overrides))
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise RecipeError(f"{where}: source names must be unique ({', '.join(names)})")

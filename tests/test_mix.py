@@ -323,3 +323,41 @@ def test_plan_targets() -> None:
     empty = _mix.plan_targets([0, 1000], [0.5, 0.5], [1.0, 1.0], 0)
     # a source without tokens is short of its whole goal; the others set the total
     assert empty.short[0] == pytest.approx(1000.0) and empty.planned == pytest.approx([0.0, 1000.0])
+
+
+def test_verify_checks_a_mixed_run(mixed_runs: tuple[Path, Path, dict[str, Path]], tmp_path: Path) -> None:
+    import shutil
+
+    from dataprep.formats.verify import verify
+
+    one, _, _ = mixed_runs
+    assert verify(one) == []
+    damaged = tmp_path / "damaged"
+    shutil.copytree(one, damaged)
+    src = damaged / "shards" / "bin" / "train-00000.src"
+    ids = np.fromfile(src, dtype="<i4")
+    ids[0] = (ids[0] + 1) % 3
+    ids.tofile(src)
+    assert any("train-00000.src: sha256 differs" in p for p in verify(damaged))
+
+
+def test_per_source_stage_overrides(tmp_path: Path) -> None:
+    paths = _corpus(tmp_path / "in")
+    recipe = _recipe(paths)
+    recipe["stages"].insert(0, {"filter_length": {"min_chars": 1}})
+    recipe["sources"][1]["stages"] = {"filter_length": {"min_chars": 41}}  # large only
+    out = tmp_path / "out"
+    _prepare(recipe, out)
+    with zstandard.open(out / "rejected" / "filter_length.jsonl.zst", "rt", encoding="utf-8") as f:
+        dropped = [json.loads(line) for line in f]
+    expected = [d["id"] for d in _docs("l", 600, seed=1) if len(d["text"]) < 41]
+    assert sorted(r["id"] for r in dropped) == sorted(expected) and expected
+    mix = _manifest(out)["mix"]["sources"]
+    assert mix["large"]["docs_read"] == 600 - len(expected)
+    assert mix["small"]["docs_read"] == 60 and mix["middle"]["docs_read"] == 250
+    from dataprep.recipe import load_recipe
+    from dataprep.stage import RecipeError
+
+    recipe["sources"][0]["stages"] = {"exact_dedup": {}}
+    with pytest.raises(RecipeError, match="only map stages"):
+        load_recipe(str(write_recipe(tmp_path / "bad.yaml", recipe)))

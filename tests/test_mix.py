@@ -361,3 +361,20 @@ def test_per_source_stage_overrides(tmp_path: Path) -> None:
     recipe["sources"][0]["stages"] = {"exact_dedup": {}}
     with pytest.raises(RecipeError, match="only map stages"):
         load_recipe(str(write_recipe(tmp_path / "bad.yaml", recipe)))
+
+
+def test_example_recipe_meets_its_shares_on_sample_corpus(tmp_path: Path) -> None:
+    """The built-in mix_sample recipe (three sample_corpus/ sources) prepares from the repository
+    root without INPUT, and the manifest shows every share met within the tolerance."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "dataprep.cli", "prepare", "--recipe", "mix_sample", "--out", str(out)]
+    done = subprocess.run([*cmd, "--quiet", "--workers", "2"], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    mix = _manifest(out)["mix"]
+    assert list(mix["sources"]) == ["poetry", "reviews", "mail"] and mix["met"]
+    for s in mix["sources"].values():
+        assert abs(s["achieved_share"] - s["target_share"]) <= 0.005
+    assert mix["sources"]["poetry"]["epochs"] > 1 > mix["sources"]["mail"]["epochs"]
+    from dataprep.formats.verify import verify
+
+    assert verify(out) == []

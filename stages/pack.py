@@ -1267,7 +1267,7 @@ class Pack(GlobalStage):
         tolerance = float(settings.get("tolerance", 0.005))
         entries: dict[str, SourceMix] = {}
         for k, name in enumerate(names):
-            docs_read = sum(len(lengths[t]) for t in of_source[k])
+            docs_available = sum(len(lengths[t]) for t in of_source[k])
             entries[name] = SourceMix(
                 source_id=k,
                 target_share=sources[k]["share"],
@@ -1275,8 +1275,8 @@ class Pack(GlobalStage):
                 epochs=_mix.epochs_of(written[k][1], available[k]),
                 max_epochs=sources[k]["max_epochs"],
                 priority=sources[k]["priority"],
-                docs_read=docs_read,
-                tokens_read=available[k],
+                docs_available=docs_available,
+                tokens_available=available[k],
                 docs_kept=kept[k][0],
                 tokens_kept=kept[k][1],
                 docs_written=written[k][0],

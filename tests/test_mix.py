@@ -121,7 +121,7 @@ def test_achieved_shares_within_tolerance_on_tokens(mixed_runs: tuple[Path, Path
         assert s["epochs"] <= s["max_epochs"] + 1e-9
     small, large = mix["sources"]["small"], mix["sources"]["large"]
     assert small["docs_written"] > small["docs_kept"]  # upsampled: whole documents repeated
-    assert large["docs_kept"] < large["docs_read"]  # downsampled
+    assert large["docs_kept"] < large["docs_available"]  # downsampled
     assert large["docs_written"] == large["docs_kept"]
     # the tokens written are what the train split holds (documents plus their EOS)
     train = _manifest(one)["shards"]["splits"]["train"]
@@ -143,7 +143,7 @@ def test_downsampled_documents_rejected_and_stats_per_source(
         assert s["docs_input"] == {"small": 60, "large": 600, "middle": 250}[name]
         assert s["target_share"] == mix["sources"][name]["target_share"]
         dropped = [r for r in not_chosen if r["source"].startswith(f"{name}/")]
-        assert len(dropped) == s["docs_read"] - s["docs_kept"]
+        assert len(dropped) == s["docs_available"] - s["docs_kept"]
     assert stats["totals"]["dropped_by_reason"]["pack/mix_not_chosen"] == len(not_chosen)
 
 
@@ -192,7 +192,7 @@ def test_short_source_reported_and_strict_stops(tmp_path: Path, capfd: pytest.Ca
     mix = _manifest(out)["mix"]
     assert "small" in mix["short"]
     small = mix["sources"]["small"]
-    assert small["short_tokens"] == pytest.approx(0.2 * 10**6 - 4 * small["tokens_read"], abs=1)
+    assert small["short_tokens"] == pytest.approx(0.2 * 10**6 - 4 * small["tokens_available"], abs=1)
     assert small["epochs"] == pytest.approx(4.0, abs=0.01)
     assert not mix["met"]
     assert "source 'small' is short by" in capfd.readouterr().err
@@ -353,8 +353,8 @@ def test_per_source_stage_overrides(tmp_path: Path) -> None:
     expected = [d["id"] for d in _docs("l", 600, seed=1) if len(d["text"]) < 41]
     assert sorted(r["id"] for r in dropped) == sorted(expected) and expected
     mix = _manifest(out)["mix"]["sources"]
-    assert mix["large"]["docs_read"] == 600 - len(expected)
-    assert mix["small"]["docs_read"] == 60 and mix["middle"]["docs_read"] == 250
+    assert mix["large"]["docs_available"] == 600 - len(expected)
+    assert mix["small"]["docs_available"] == 60 and mix["middle"]["docs_available"] == 250
     from dataprep.recipe import load_recipe
     from dataprep.stage import RecipeError
 

@@ -260,10 +260,11 @@ class ShardsManifest:
 @dataclass
 class SourceMix:
     """One source of the manifest's ``mix`` block (train split; tokens count each document's EOS):
-    documents and tokens ``read`` (reached the mix, after cleaning and dedup: every token count
-    of this block is taken there), ``kept`` (documents chosen at least once, their tokens once),
+    documents and tokens ``available`` (what reached the mix, after cleaning and dedup: tokens
+    are counted there, the tokenizer runs after cleaning), ``kept`` (documents chosen at least
+    once, their tokens once),
     ``written`` (copies in the train stream), ``target_share``, ``achieved_share`` (of the
-    tokens written), ``epochs`` (written / read tokens), ``short_tokens`` (tokens the source
+    tokens written), ``epochs`` (written / available tokens), ``short_tokens`` (tokens the source
     lacked to meet its share), ``unplaced_copies`` (copies left out to keep two copies of a
     document out of one row) and ``rows`` (train rows whose source_id it is)."""
 
@@ -273,8 +274,8 @@ class SourceMix:
     epochs: float
     max_epochs: float
     priority: int
-    docs_read: int
-    tokens_read: int
+    docs_available: int
+    tokens_available: int
     docs_kept: int
     tokens_kept: int
     docs_written: int

@@ -11,11 +11,12 @@ import re
 
 # The one definition of Han for every stage (inclusive code point ranges); regexes and per-code-
 # point tables are derived from it.
+HAN_COMPATIBILITY = (0xF900, 0xFAFF)  # compatibility ideographs (NFKC maps all but twelve)
 HAN_RANGES: tuple[tuple[int, int], ...] = (
     (0x2E80, 0x2FDF),  # radicals supplement, Kangxi radicals
     (0x3400, 0x4DBF),  # extension A
     (0x4E00, 0x9FFF),  # unified ideographs
-    (0xF900, 0xFAFF),  # compatibility ideographs
+    HAN_COMPATIBILITY,
     (0x20000, 0x323AF),  # extensions B-H and the compatibility supplement (planes 2 and 3)
 )
 # HAN without the radicals (symbols, category So): the ranges whose code points are Han letters.

@@ -289,7 +289,13 @@ def load_model(path: str) -> Any:
         raise RecipeError(
             "lang_id needs the package fasttext-predict (pip install -e . installs it)"
         ) from None
-    return fasttext.load_model(path)
+    import contextlib
+    import io
+
+    # The full fastText package (it installs the same ``fasttext`` module as fasttext-predict)
+    # prints a deprecation warning on every load; a run's stderr carries only its own messages.
+    with contextlib.redirect_stderr(io.StringIO()):
+        return fasttext.load_model(path)
 
 
 _ASCII_UPPER = bytes(range(0x41, 0x5B))

@@ -24,6 +24,17 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 
     try:
         recipe = load_recipe(args.recipe, seed=args.seed)
+        if bool(recipe.sources) == bool(args.inputs):
+            print(
+                "error: "
+                + (
+                    "the recipe lists its inputs under 'sources:'; give no INPUT"
+                    if recipe.sources
+                    else "give at least one INPUT (or a recipe with 'sources:')"
+                ),
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         prepare(
             args.inputs,
             args.out,
@@ -154,9 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare", help="run a recipe over input files into an output directory")
     p.add_argument(
         "inputs",
-        nargs="+",
+        nargs="*",
         metavar="INPUT",
-        help="files, directories or globs (.jsonl .txt .parquet, optionally .gz/.zst)",
+        help="files, directories or globs (.jsonl .txt .parquet, optionally .gz/.zst); none when the "
+        "recipe lists its inputs under 'sources:'",
     )
     p.add_argument("--out", required=True, help="output directory (created; reruns resume)")
     p.add_argument("--recipe", default="default", help="recipe YAML file or built-in name (default: default)")

@@ -82,6 +82,32 @@ def expand_inputs(args: list[str], exclude: Path | None = None) -> list[InputFil
     return sorted(found.values(), key=lambda f: (f.rel, f.path))
 
 
+def source_files(recipe: Recipe, exclude: Path | None = None) -> list[InputFile]:
+    """The files of a recipe's ``sources:``, source by source in priority order (highest first),
+    each source's files sorted as :func:`expand_inputs` sorts them, their ``rel`` prefixed by the
+    source name (``name/rel``: every document id and source names its source). A file named by
+    two sources is an error."""
+    out: list[InputFile] = []
+    owner: dict[str, str] = {}
+    for src in recipe.sources_by_priority():
+        for f in expand_inputs(src.inputs, exclude=exclude):
+            if f.path in owner:
+                raise InputNotFound(
+                    f"{f.path} belongs to two sources ({owner[f.path]} and {src.name}); "
+                    "give each file to one source"
+                )
+            owner[f.path] = src.name
+            out.append(dataclasses.replace(f, rel=f"{src.name}/{f.rel}"))
+    return out
+
+
+def source_of(rel: str, names: list[str]) -> int:
+    """Index in ``names`` of the source a file (its ``rel``, as :func:`source_files` made it)
+    belongs to; -1 for none."""
+    head = rel.split("/", 1)[0]
+    return names.index(head) if head in names else -1
+
+
 @dataclass
 class Plan:
     """The tasks of a run and what was learnt about its input files while planning.

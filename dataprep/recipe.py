@@ -78,21 +78,90 @@ class StageSpec:
 
 
 @dataclass
+class SourceSpec:
+    """One source of a mixed recipe (``sources:``): its input paths or globs, its target ``share``
+    of the output's training tokens, the cap on repeating it (``max_epochs``) and its
+    ``priority`` (a document duplicated between sources is kept in the source of highest
+    priority; default: earlier in the list wins)."""
+
+    name: str
+    inputs: list[str]
+    share: float
+    max_epochs: float = 1.0
+    priority: int = 0
+    stages: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # map-stage overrides
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class MixParams:
+    """How the shares are met (recipe ``mix:``)."""
+
+    total_tokens: int = param(
+        0,
+        help="training tokens to write (0: as many as the shares allow without any source exceeding "
+        "its max_epochs)",
+    )
+    policy: Literal["warn", "strict"] = param(
+        "warn", help="a source short of its share: warn (write what it has) or strict (stop before writing)"
+    )
+    tolerance: float = param(0.005, help="largest |achieved - target| share counted as met")
+
+    def validate(self) -> None:
+        if self.total_tokens < 0:
+            raise ValueError("total_tokens must be >= 0")
+        if not 0.0 < self.tolerance < 1.0:
+            raise ValueError("tolerance must be in (0, 1)")
+
+
+@dataclass
 class Recipe:
     name: str
     seed: int
     input: dict[str, Any]
     stages: list[StageSpec]
     source: str = ""
+    sources: list[SourceSpec] = dataclasses.field(default_factory=list)
+    mix: MixParams | None = None
 
     def resolved(self) -> dict[str, Any]:
         """The recipe with every default filled in (what is saved and hashed)."""
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "seed": self.seed,
             "input": dict(sorted(self.input.items())),
-            "stages": [{s.name: dataclasses.asdict(s.params)} for s in self.stages],
         }
+        if self.sources:
+            out["sources"] = [s.to_json() for s in self.sources]
+            out["mix"] = dataclasses.asdict(self.mix or MixParams())
+        out["stages"] = [{s.name: dataclasses.asdict(s.params)} for s in self.stages]
+        return out
+
+    def stages_for(self, source: str) -> list[StageSpec]:
+        """The stages as they run on the documents of ``source``: its overrides (``sources[].stages``,
+        map stages only) merged into the recipe's parameters of every stage of that name."""
+        spec = next((s for s in self.sources if s.name == source), None)
+        if spec is None or not spec.stages:
+            return self.stages
+        out = []
+        for st in self.stages:
+            over = spec.stages.get(st.name)
+            if over:
+                cls = registry.get(st.name)
+                merged = {**dataclasses.asdict(st.params), **over}
+                params = registry.build_params(cls.Params, merged, f"sources.{source}.stages.{st.name}")
+                st = StageSpec(st.label, st.name, params)
+            out.append(st)
+        return out
+
+    def sources_by_priority(self) -> list[SourceSpec]:
+        """The sources, highest priority first (ties: recipe order): the order of their files in
+        the plan, so that deduplication, which keeps the first copy, keeps the copy of the source
+        of highest priority."""
+        order = sorted(range(len(self.sources)), key=lambda i: (-self.sources[i].priority, i))
+        return [self.sources[i] for i in order]
 
     def hash(self) -> str:
         canonical = json.dumps(self.resolved(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -136,10 +205,11 @@ def _input_fields() -> set[str]:
 def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     if not isinstance(data, dict):
         raise RecipeError(f"{where}: a recipe is a mapping with 'stages' (and optionally name, seed, input)")
-    unknown = sorted(set(data) - {"name", "seed", "input", "stages"})
+    unknown = sorted(set(data) - {"name", "seed", "input", "stages", "sources", "mix"})
     if unknown:
         raise RecipeError(
-            f"{where}: unknown top-level key(s) {', '.join(unknown)}; valid: name, seed, input, stages"
+            f"{where}: unknown top-level key(s) {', '.join(unknown)}; "
+            "valid: name, seed, input, sources, mix, stages"
         )
     raw_input = data.get("input") or {}
     if not isinstance(raw_input, dict):
@@ -205,13 +275,90 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     recipe_seed = data.get("seed", 0)
     if isinstance(recipe_seed, bool) or not isinstance(recipe_seed, int):
         raise RecipeError(f"{where}: seed must be an integer")
+    sources = parse_sources(data.get("sources"), where)
+    for src in sources:  # overrides: of map stages the recipe has, with valid parameters
+        for stage_name, over in src.stages.items():
+            named = [s for s in specs if s.name == stage_name]
+            if not named:
+                raise RecipeError(f"{where}: source {src.name}: the recipe has no stage {stage_name!r}")
+            cls = registry.get(stage_name)
+            if cls.kind != "map":
+                raise RecipeError(
+                    f"{where}: source {src.name}: {stage_name} is a {cls.kind} stage; only map stages "
+                    "(filters, cleaners) can be set per source"
+                )
+            merged = {**dataclasses.asdict(named[0].params), **over}
+            registry.build_params(cls.Params, merged, f"{where}: sources.{src.name}.stages.{stage_name}")
+    if "mix" in data and not sources:
+        raise RecipeError(f"{where}: 'mix' needs 'sources'")
+    mix = registry.build_params(MixParams, data.get("mix") or {}, f"{where}: mix") if sources else None
+    packs = [s for s in specs if s.name == "pack"]
+    if sources and packs:
+        if getattr(packs[0].params, "packing", "concat") == "bestfit":
+            raise RecipeError(
+                f"{where}: a recipe with sources packs with concat or pad (bestfit could put two "
+                "copies of a repeated document in one row)"
+            )
+        if getattr(packs[0].params, "tail", "pad") != "pad":
+            raise RecipeError(f"{where}: a recipe with sources packs with pack.tail: pad")
+    if sources and not packs:
+        raise RecipeError(f"{where}: a recipe with sources needs a pack stage (the mix is applied there)")
     return Recipe(
         name=str(data.get("name", Path(where).stem)),
         seed=recipe_seed if seed is None else seed,
         input=resolved_input,
         stages=specs,
         source=where,
+        sources=sources,
+        mix=mix,
     )
+
+
+def parse_sources(raw: Any, where: str) -> list[SourceSpec]:
+    """``sources:`` validated: unique names, inputs given, shares positive and adding up to 1."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not raw:
+        raise RecipeError(f"{where}: 'sources' must be a non-empty list of {{name, inputs, share}}")
+    out: list[SourceSpec] = []
+    valid = {"name", "inputs", "share", "max_epochs", "priority", "stages"}
+    for i, entry in enumerate(raw):
+        at = f"{where}: sources[{i}]"
+        if not isinstance(entry, dict):
+            raise RecipeError(f"{at}: a source is a mapping {{name, inputs, share, max_epochs, priority}}")
+        bad = sorted(set(entry) - valid)
+        if bad:
+            raise RecipeError(f"{at}: unknown key(s) {', '.join(bad)}; valid: {', '.join(sorted(valid))}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise RecipeError(f"{at}: 'name' must be a non-empty string without '/'")
+        inputs = entry.get("inputs")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs or not all(isinstance(x, str) for x in inputs):
+            raise RecipeError(f"{at} ({name}): 'inputs' must be a path or glob, or a list of them")
+        share = entry.get("share")
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+            raise RecipeError(f"{at} ({name}): 'share' must be a number in (0, 1]")
+        epochs = entry.get("max_epochs", 1.0)
+        if isinstance(epochs, bool) or not isinstance(epochs, int | float) or epochs <= 0:
+            raise RecipeError(f"{at} ({name}): 'max_epochs' must be a positive number")
+        priority = entry.get("priority", -i)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise RecipeError(f"{at} ({name}): 'priority' must be an integer")
+        overrides = entry.get("stages") or {}
+        if not isinstance(overrides, dict) or not all(
+            isinstance(k, str) and isinstance(v, dict) for k, v in overrides.items()
+        ):
+            raise RecipeError(f"{at} ({name}): 'stages' must map stage names to parameters")
+        out.append(SourceSpec(name, list(inputs), float(share), float(epochs), priority, overrides))
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise RecipeError(f"{where}: source names must be unique ({', '.join(names)})")
+    total = sum(s.share for s in out)
+    if abs(total - 1.0) > 1e-6:
+        raise RecipeError(f"{where}: the sources' shares add up to {total:g}, not 1")
+    return out
 
 
 def _field_names(cls: type) -> set[str]:

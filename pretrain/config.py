@@ -20,6 +20,9 @@ import yaml
 
 DEFAULTS: dict[str, Any] = {
     "seed": 1234,
+    # several prepared outputs blended by weight (pretrain/blend.py): [{path, weight}, ...]; empty:
+    # the one output given with --data
+    "data": [],
     "model": {
         "type": "llama",
         "vocab_size": "auto",
@@ -95,6 +98,9 @@ DEFAULTS: dict[str, Any] = {
         "grad_norm_spike": {"policy": "warn", "factor": 5.0, "window": 50, "min_history": 10},
         "data_wait_alarm": 0.15,  # warn when waiting for data takes more than this share of step time
         "peak_flops": None,  # peak FLOP/s of one device (float); MFU is reported only when set
+        # with blended data or a mixed output: the loss per source too (one extra forward pass of
+        # each micro-batch per source present in it)
+        "loss_by_source": True,
     },
     "overfit": {
         "rows": 4,  # rows of the tiny slice trained on repeatedly
@@ -117,6 +123,7 @@ RESUMABLE_KEYS = {
     ("parallel", "optimizer_shard"),
     ("monitor", "data_wait_alarm"),
     ("monitor", "peak_flops"),
+    ("monitor", "loss_by_source"),
     ("monitor", "grad_norm_spike"),  # e.g. stop on a spike, inspect, resume with policy skip
     ("train", "log_interval"),
     ("train", "prefetch"),
@@ -173,6 +180,18 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 def validate(cfg: dict[str, Any]) -> None:
     t, o, s, p = cfg["train"], cfg["optimizer"], cfg["lr_schedule"], cfg["parallel"]
     problems = []
+    data = cfg["data"]
+    if not isinstance(data, list):
+        problems.append("data must be a list of {path, weight}")
+    else:
+        for i, d in enumerate(data):
+            if not isinstance(d, dict) or set(d) - {"path", "weight"} or "path" not in d:
+                problems.append(f"data[{i}] must be a mapping {{path, weight}}")
+                continue
+            w = d.get("weight", 1.0)
+            if isinstance(w, bool) or not isinstance(w, int | float) or w <= 0:
+                problems.append(f"data[{i}].weight must be a positive number")
+            d["weight"] = float(w)
 
     def positive_int(section: str, key: str, v: Any) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:

@@ -171,14 +171,28 @@ def row_features(
 FEATURES = ("input_ids", "labels", "loss_mask", "position_ids", "segment_ids")
 
 
+def with_labels(f: dict[str, np.ndarray], raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    """``f`` with the raw batch's ``row_ids`` and each row's ``source_label`` (the blend's, else
+    the mixed output's ``source_id``), when it has them."""
+    if "row_ids" in raw:
+        f["row_ids"] = raw["row_ids"]
+    if raw.get("source_label") is not None:
+        f["source_label"] = np.asarray(raw["source_label"], dtype=np.int32)
+    elif raw.get("source_id") is not None:
+        f["source_label"] = np.asarray(raw["source_id"], dtype=np.int32)
+    return f
+
+
 class RowSource:
     """Rows of one split for one dp rank, epoch by epoch, read through the split's shard format
     (:mod:`dataprep.formats.registry`: .bin via memmap, MindRecord via MindDataset with a
     SubsetSampler of this rank's row indices; every format reads the same order)."""
 
-    def __init__(self, split: SplitFiles, dp: int, dp_rank: int, seed: int, shuffle: bool):
+    def __init__(self, split: SplitFiles, dp: int, dp_rank: int, seed: int, shuffle: bool, rows: Any = None):
+        """``rows``: a TrainingRows to read instead of the split's own (e.g. a blend of several
+        outputs, :class:`pretrain.blend.BlendedRows`)."""
         self.split, self.dp, self.dp_rank, self.seed, self.shuffle = split, dp, dp_rank, seed, shuffle
-        self.rows = get_format(split.format).training_rows(split)
+        self.rows = rows if rows is not None else get_format(split.format).training_rows(split)
         self.columns = self.rows.columns
         self.total_rows = len(self.rows)
         self._orders: dict[int, np.ndarray] = {}
@@ -269,9 +283,7 @@ class StepLoader:
             self.pad_id,
             self.mask_cross_document_label,
         )
-        if "row_ids" in raw:
-            f["row_ids"] = raw["row_ids"]
-        return f
+        return with_labels(f, raw)
 
     def _produce(self) -> None:
         try:

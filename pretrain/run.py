@@ -9,10 +9,12 @@
 Outputs in --output (default output/<config name>): metrics.jsonl (one record per step: loss, lr,
 grad_norm, spikes, tokens_per_s, total_tokens_per_s, model_flops_per_s, mfu, data_wait_share and
 alarm, memory, loss_scale, skipped; eval records), loss.png, config.resolved.json,
-checkpoints/rank_<r>/step_<N>/. An --output holding an earlier run is refused unless --resume or
---overwrite. SIGTERM stops after the current step with a checkpoint (exit 0). Exit codes: 0 done
-or stopped by SIGTERM, 1 training failed (non-finite loss, gradient spike under policy stop, bad
-checkpoint, failed overfit check), 2 config/data error.
+checkpoints/rank_<r>/step_<N>/, run.json (the run's record: docs/mixing.md). Several outputs
+blended by weight: the config's ``data: [{path, weight}, ...]`` instead of --data. An --output
+holding an earlier run is refused unless --resume or --overwrite. SIGTERM stops after the current
+step with a checkpoint (exit 0). Exit codes: 0 done or stopped by SIGTERM, 1 training failed
+(non-finite loss, gradient spike under policy stop, bad checkpoint, failed overfit check), 2
+config/data error.
 """
 
 from __future__ import annotations
@@ -77,6 +79,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:
+        from pretrain.record import compare_command
+
+        return compare_command(argv[1:])
     args = parse_args(argv)
     try:
         cfg = load_config(args.config)
@@ -100,8 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.overwrite and args.resume:
         print("error: --overwrite starts over, --resume continues: give one of them", file=sys.stderr)
         return 2
-    if not args.data:
-        print("error: --data OUT is required (the output directory of `dataprep prepare`)", file=sys.stderr)
+    if bool(args.data) == bool(cfg["data"]):
+        print(
+            "error: give the data either with --data OUT (the output directory of `dataprep prepare`) or "
+            "as the config's data: [{path, weight}, ...], not both"
+            if args.data
+            else "error: --data OUT is required (the output directory of `dataprep prepare`), or the "
+            "config's data: [{path, weight}, ...]",
+            file=sys.stderr,
+        )
         return 2
     output = Path(args.output or Path("output") / Path(args.config or "default").stem)
     if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler process runs this script too

@@ -43,6 +43,7 @@ import numpy as np
 
 from dataprep.formats.readers_for_training import ShardError, open_split
 from pretrain import checkpoint as ckpt
+from pretrain.blend import BlendedRows, DataEntry, entries_from_config
 from pretrain.config import (
     ConfigError,
     diff_keys,
@@ -51,7 +52,7 @@ from pretrain.config import (
     resolve_against_manifest,
     trajectory_hash,
 )
-from pretrain.data import FEATURES, Layout, RowSource, StepLoader, rank_rows, row_features
+from pretrain.data import FEATURES, Layout, RowSource, StepLoader, rank_rows, row_features, with_labels
 from pretrain.hf_checks import TOKENIZER_FILES, CheckError, check_config, check_tokenizer, open_init_source
 from pretrain.monitor import SpikeDetector, device_peak_mb, flops_per_token, peak_rss_mb
 from pretrain.optim import LossScale, LRSchedule, build_optimizer
@@ -89,14 +90,14 @@ class Trainer:
     def __init__(
         self,
         cfg: dict[str, Any],
-        data: str | Path,
+        data: str | Path | None,
         output: str | Path,
         log: Any = _log,
         allow_config_mismatch: Iterable[str] = (),
     ):
         self.cfg, self.log = cfg, log
         self.output = Path(output)
-        self.data = Path(data)
+        self.data = Path(data) if data else Path(cfg["data"][0]["path"]) if cfg["data"] else Path(".")
         self.allow_config_mismatch = set(allow_config_mismatch)
         self.stop_requested = False  # set by SIGTERM; the run stops after the current step
         self._init_context()
@@ -173,10 +174,15 @@ class Trainer:
 
     def _open_data(self) -> None:
         t = self.cfg["train"]
+        entries = entries_from_config(self.cfg["data"])
         try:
-            split = open_split(self.data, t["split"], t["data_format"])
+            paths = [e.path for e in entries] or [str(self.data)]
+            splits = [open_split(p, t["split"], t["data_format"]) for p in paths]
         except (ShardError, FileNotFoundError) as e:
             raise ConfigError(str(e)) from None
+        split = splits[0]
+        _check_compatible(paths, splits)
+        self.entries, self.splits = entries, splits
         self.shards = split.shards
         self.split = split
         self.init_source, self._init_params, rows = None, None, None
@@ -192,13 +198,37 @@ class Trainer:
             "format": split.format,
             "files": [{"path": e.path, "rows": e.rows, "sha256": e.sha256} for e in split.entries],
         }
+        self.blend: BlendedRows | None = None
+        self.labels: list[str] = list(split.shards.sources or [])
+        if entries:
+            self.data_identity = {
+                "split": split.split,
+                "format": split.format,
+                "blend": [
+                    {"weight": e.weight, "files": [{"rows": f.rows, "sha256": f.sha256} for f in sp.entries]}
+                    for e, sp in zip(entries, splits, strict=True)
+                ],
+            }
+            self.blend = BlendedRows(entries, splits, int(self.cfg["seed"]))
+            self.labels = self.blend.labels
         self.source = RowSource(
-            split, self.layout.dp, self.dp_rank, int(self.cfg["seed"]), bool(t["shuffle"])
+            split, self.layout.dp, self.dp_rank, int(self.cfg["seed"]), bool(t["shuffle"]), rows=self.blend
         )
         self.eval_split = None
+        self._eval_rows: BlendedRows | None = None
         e = self.cfg["eval"]
         if e["interval"] > 0 and self.plan.pp > 1:
             self.log("eval: off under pipeline parallelism (the eval graph is not pipelined here)")
+        elif e["interval"] > 0 and entries:
+            have = []
+            for entry, path in zip(entries, paths, strict=True):
+                try:
+                    have.append((entry, open_split(path, e["split"], t["data_format"])))
+                except ShardError as err:
+                    self.log(f"eval: {entry.name} left out ({err})")
+            if have:
+                self.eval_split = have[0][1]
+                self._eval_rows = BlendedRows([h[0] for h in have], [h[1] for h in have], 0)
         elif e["interval"] > 0:
             try:
                 self.eval_split = open_split(self.data, e["split"], t["data_format"])
@@ -498,25 +528,86 @@ class Trainer:
             return None
         t, e = self.cfg["train"], self.cfg["eval"]
         if not hasattr(self, "_eval_source"):
-            self._eval_source = RowSource(self.eval_split, self.layout.dp, self.dp_rank, 0, shuffle=False)
+            self._eval_source = RowSource(
+                self.eval_split, self.layout.dp, self.dp_rank, 0, shuffle=False, rows=self._eval_rows
+            )
         src = self._eval_source
         eval_batch = self.layout.dp * t["batch_size"]
         n_batches = min(e["max_batches"], src.steps_per_epoch(eval_batch))
         if n_batches == 0:
             return None
         nll = tokens = 0.0
+        by_nll, by_tokens = np.zeros(len(self.labels)), np.zeros(len(self.labels))
         for raw in src.step_batches(0, 0, n_batches, eval_batch, t["batch_size"]):
             f = self._features(raw)
             s, n = self._eval(*[self._Tensor(f[k]) for k in FEATURES])
             nll += float(s.asnumpy())
             tokens += float(n.asnumpy())
+            if self._per_source():
+                a, b = self._nll_by_label(f)
+                by_nll, by_tokens = by_nll + a, by_tokens + b
         if self.plan.mode != SEMI_AUTO:
             nll, tokens = (float(v) for v in self._sum_over_ranks([nll, tokens]))
         loss = nll / max(tokens, 1.0)
-        return {"eval_loss": loss, "eval_ppl": math.exp(min(loss, 50.0)), "eval_tokens": tokens}
+        out: dict[str, Any] = {
+            "eval_loss": loss,
+            "eval_ppl": math.exp(min(loss, 50.0)),
+            "eval_tokens": tokens,
+        }
+        if self._per_source():
+            out["eval_loss_by_source"] = self._by_label(by_nll, by_tokens)
+        return out
+
+    # ---------------------------------------------------------------- loss per source
+    def _per_source(self) -> bool:
+        """Log the loss per source: blended data or a mixed output, on, and no pipeline split."""
+        return bool(self.labels) and bool(self.cfg["monitor"]["loss_by_source"]) and self.plan.pp == 1
+
+    def _nll_by_label(self, f: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(token NLL sum, loss tokens) per source label of one micro-batch on this rank: one
+        forward pass (the eval graph) per label present, the loss mask kept to its rows."""
+        k = len(self.labels)
+        nll, tokens = np.zeros(k), np.zeros(k)
+        label = f.get("source_label")
+        if label is None:
+            return nll, tokens
+        arrays = {name: self._Tensor(f[name]) for name in FEATURES if name != "loss_mask"}
+        for lab in np.unique(label).tolist():
+            mask = (f["loss_mask"] * (label == lab)[:, None]).astype(np.float32)
+            s, n = self._eval(
+                arrays["input_ids"],
+                arrays["labels"],
+                self._Tensor(mask),
+                arrays["position_ids"],
+                arrays["segment_ids"],
+            )
+            nll[lab] += float(s.asnumpy())
+            tokens[lab] += float(n.asnumpy())
+        return nll, tokens
+
+    def _by_label(self, nll: np.ndarray, tokens: np.ndarray) -> dict[str, float | None]:
+        """Per label: NLL / tokens summed over ranks (a collective), None without tokens."""
+        if self.plan.mode != SEMI_AUTO:
+            both = self._sum_over_ranks([*nll.tolist(), *tokens.tolist()])
+            nll, tokens = both[: len(self.labels)], both[len(self.labels) :]
+        return {
+            label: (float(a / b) if b > 0 else None)
+            for label, a, b in zip(self.labels, nll, tokens, strict=True)
+        }
+
+    def loss_by_source(self, micro_batches: list[dict[str, np.ndarray]]) -> dict[str, float | None] | None:
+        """The step's loss per source label, with the parameters before the step's update (as the
+        step's own loss); None when not logged (see :meth:`_per_source`)."""
+        if not self._per_source():
+            return None
+        nll, tokens = np.zeros(len(self.labels)), np.zeros(len(self.labels))
+        for f in micro_batches:
+            a, b = self._nll_by_label(f)
+            nll, tokens = nll + a, tokens + b
+        return self._by_label(nll, tokens)
 
     def _features(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
-        return row_features(
+        f = row_features(
             raw["input_ids"],
             raw.get("actual_seq_len"),
             raw.get("loss_mask"),
@@ -524,6 +615,7 @@ class Trainer:
             self.pad_id,
             bool(self.cfg["train"]["mask_cross_document_label"]),
         )
+        return with_labels(f, raw)
 
     # ---------------------------------------------------------------- checkpoints
     def ckpt_base(self) -> Path:
@@ -758,6 +850,7 @@ class Trainer:
         directory that holds an earlier run unless ``resume`` or ``overwrite``. On SIGTERM: stops
         after the current step with a checkpoint and returns normally."""
         t, c, mon = self.cfg["train"], self.cfg["checkpoint"], self.cfg["monitor"]
+        began = time.monotonic()
         end = min(stop_at or t["steps"], t["steps"])
         self.updates, self.tokens_seen, self.stop_requested = 0, 0.0, False
         main = self.rank == 0
@@ -809,6 +902,7 @@ class Trainer:
             with open(metrics_path, "a", encoding="utf-8") as mf:
                 for step_index, micro in loader:
                     step = step_index + 1
+                    by_source = self.loss_by_source(micro)
                     r = self.train_step(micro)
                     now = time.perf_counter()
                     dt = now - t_prev
@@ -840,7 +934,13 @@ class Trainer:
                         "peak_rss_mb": peak_rss_mb(),
                         "epoch": epoch,
                         "samples": step * self.global_batch,
+                        # this rank's samples of the step (blend sample ids, or row ids)
+                        "sample_ids": np.concatenate([f["row_ids"] for f in micro]).tolist()
+                        if all("row_ids" in f for f in micro)
+                        else None,
                     }
+                    if by_source is not None:
+                        rec["loss_by_source"] = by_source
                     if peak:
                         rec["mfu"] = None if first else rec["model_flops_per_s"] / (float(peak) * self.world)
                     device_mb = device_peak_mb(self.device)
@@ -914,7 +1014,50 @@ class Trainer:
         self._log_summary(records, alarm, peak)
         if main:
             plot_metrics(metrics_path, self.output / "loss.png")
+            final = stopped_at or (records[-1]["step"] if records else start)
+            self._write_run_record(metrics_path, final, time.monotonic() - began, stopped_at is not None)
         return records
+
+    def _write_run_record(self, metrics_path: Path, step: int, seconds: float, stopped: bool) -> None:
+        """run.json (pretrain/record.py) of this run as it stands after ``step``."""
+        from pretrain.record import code_version, manifest_identity, write_run_record
+
+        entries = self.entries or [DataEntry(str(self.data), 1.0, self.data.name)]
+        samples = self.blend.samples_per_dataset() if self.blend is not None else [self.source.total_rows]
+        data = []
+        tokenizer: dict[str, Any] = {}
+        for entry, split, n in zip(entries, self.splits, samples, strict=True):
+            ident = manifest_identity(split.out)
+            tokenizer = tokenizer or ident.pop("tokenizer")
+            ident.pop("tokenizer", None)
+            data.append(
+                {
+                    "path": entry.path,
+                    "name": entry.name,
+                    "weight": entry.weight,
+                    "rows": split.rows,
+                    "samples_in_blend": n,
+                    **ident,
+                }
+            )
+        root = self.ckpt_root() / f"step_{step:08d}"
+        write_run_record(
+            self.output,
+            {
+                "status": "stopped" if stopped else "done",
+                "config": self.cfg,
+                "data": data,
+                "tokenizer": tokenizer,
+                "code_version": code_version(),
+                "metrics_file": metrics_path.name,
+                "steps": step,
+                "samples": step * self.global_batch,
+                "tokens_seen": self.tokens_seen,
+                "sources": self.labels,
+                "wall_time_s": seconds,
+                "final_checkpoint": str(root) if root.exists() else None,
+            },
+        )
 
     def _report_spike(self, step: int, r: dict[str, Any]) -> None:
         s = self.spike
@@ -1006,6 +1149,28 @@ class Trainer:
             if not math.isfinite(last):
                 break
         return bool(last < o["max_loss"]), first, last
+
+
+def _check_compatible(paths: list[str], splits: list[Any]) -> None:
+    """Blended outputs must share the row layout and the token ids (same tokenizer)."""
+    from dataprep.formats.manifest import read_manifest
+
+    tokenizers = [(read_manifest(s.out)[1].tokenizer or {}).get("sha256") for s in splits]
+    for path, sha in zip(paths[1:], tokenizers[1:], strict=True):
+        if sha != tokenizers[0]:
+            raise ConfigError(
+                f"data: {path} was tokenized with another tokenizer than {paths[0]} (sha256 {sha} vs "
+                f"{tokenizers[0]}); prepare both with the same tokenize.tokenizer file"
+            )
+    first = splits[0].shards
+    for path, split in zip(paths[1:], splits[1:], strict=True):
+        sh = split.shards
+        for key in ("seq_length", "vocab_size", "eos_id", "pad_id", "bos_id"):
+            if getattr(sh, key) != getattr(first, key):
+                raise ConfigError(
+                    f"data: {path} has {key} {getattr(sh, key)} but {paths[0]} has {getattr(first, key)}; "
+                    "blended outputs must be prepared with the same tokenizer and pack.seq_length"
+                )
 
 
 def _dropped_path(metrics_path: Path) -> Path:

@@ -55,7 +55,7 @@ import numpy as np
 
 from dataprep.decide_jobs import DecideJobs
 from dataprep.document import Document, Drop
-from dataprep.formats.manifest import Dropped, FileEntry, ShardsManifest, SplitEntry
+from dataprep.formats.manifest import Dropped, FileEntry, MixManifest, ShardsManifest, SourceMix, SplitEntry
 from dataprep.formats.registry import get_format
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.formats.rowspool import (
@@ -69,9 +69,11 @@ from dataprep.formats.rowspool import (
     scatter_bucket,
 )
 from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, ShardPlan, shard_plan, write_shard_file
+from dataprep.plan import source_of
 from dataprep.stage import (
     DriverContext,
     GlobalStage,
+    InputError,
     NoParams,
     NothingLeft,
     RecipeError,
@@ -79,6 +81,7 @@ from dataprep.stage import (
     param,
     register,
 )
+from stages import _mix
 
 SPLITS = ("train", "validation")
 CHUNK_TOKENS = 1 << 22
@@ -627,7 +630,7 @@ def _pack_per_task(
     key: int | None,
     bucket_rows: int,
     bar: Any,
-) -> tuple[list[dict[int, Bucket]], PackStats, Buckets]:
+) -> tuple[list[dict[int, Bucket]], PackStats, Buckets, list[int]]:
     """pad / bestfit: every task packed on its own, then its rows moved into the buckets once
     the row counts (hence the stream numbers) of all tasks are known."""
     alone = Path(base.spool_dir) / "tasks"
@@ -666,7 +669,7 @@ def _pack_per_task(
     ]
     shares: list[dict[int, Bucket]] = []
     jobs.in_order(respool_task, moves, shares.append, inputs=lambda move: [f.paths[0] for f in move.files])
-    return shares, stats, assign
+    return shares, stats, assign, [r["rows"] for r in results]
 
 
 @dataclass
@@ -678,6 +681,7 @@ class Spooled:
     buckets: list[Bucket]
     assign: Buckets
     stats: PackStats
+    sources: tuple[list[int], list[int]] | None = None  # runs of rows by source (ScatterJob.sources)
 
     @property
     def rows(self) -> int:
@@ -793,6 +797,8 @@ class Pack(GlobalStage):
         self._spill_dtype = "<u2" if size <= UINT16_LIMIT else "<i4"
         self._meta = {s: {"documents": 0, "doc_tokens": 0, "min_id": -1, "max_id": -1} for s in SPLITS}
         self._tag = f"tmp{os.getpid()}"
+        self._names = [s["name"] for s in ctx.artifacts.get("sources", {}).get("sources", [])]
+        self._source = -1
 
     def _spill(self, ctx: StageContext, split: str, kind: str) -> Any:
         key = f"{split}.{kind}"
@@ -807,6 +813,11 @@ class Pack(GlobalStage):
             if doc.tokens is None:
                 raise RuntimeError("pack needs token ids: put a tokenize stage before it")
             groups.setdefault(split_of(doc.id, self.params.validation_fraction), []).append(doc)
+            if self._names:
+                source = source_of(doc.source, self._names)
+                if source < 0 or (self._source >= 0 and source != self._source):
+                    raise RuntimeError(f"pack: {doc.where}: in no source of the recipe, or a task of two")
+                self._source = source
         for split, docs in groups.items():
             arrays = [np.asarray(d.tokens, dtype=np.int32) for d in docs]
             flat = np.concatenate(arrays)
@@ -841,7 +852,7 @@ class Pack(GlobalStage):
         for key, f in self._files.items():
             f.close()
             os.replace(f.name, ctx.work_dir / f"{ctx.task_id}.{key}")
-        meta = {**self._meta, "token_dtype": self._spill_dtype}
+        meta = {**self._meta, "token_dtype": self._spill_dtype, "source": self._source}
         (ctx.work_dir / f"{ctx.task_id}.meta.json").write_text(json.dumps(meta))
         self._files = {}
 
@@ -855,6 +866,7 @@ class Pack(GlobalStage):
         token_dtype: str,
         eos: int,
         pad: int,
+        work_dir: Path | None = None,
     ) -> Spooled:
         """Pack one split into its spool, with jobs on the workers. ``concat``: a run of tasks'
         rows start at a token offset known from the counts every task reported, so a job numbers
@@ -886,18 +898,34 @@ class Pack(GlobalStage):
             if m[split]["documents"]
         ]
         documents = sum(docs for _, _, docs, _ in tasks)
-        base = PackJob(str(ctx.work_dir), [], split, 0, L, eos, pad, str(spool_dir), token_dtype, p)
+        work = str(work_dir or ctx.work_dir)
+        base = PackJob(work, [], split, 0, L, eos, pad, str(spool_dir), token_dtype, p)
+        source_of_task = {t: m.get("source", -1) for t, m in zip(ctx.task_ids, metas, strict=True)}
         with Progress(f"pack {split}", total_docs=documents, quiet=ctx.quiet) as bar:
             if p.packing == "concat":
                 rows = math.ceil(sum(size for _, size, _, _ in tasks) / L)
                 assign = Buckets(key, max(1, math.ceil(rows / bucket_rows)), bucket_rows)
                 shares, stats = _pack_concat(DecideJobs(ctx), base, tasks, assign, bar)
+                # a row's source: that of its first token (the task holding stream token r * L)
+                offsets = np.cumsum([0] + [size for _, size, _, _ in tasks])[:-1]
+                row_starts = [-(-int(o) // L) for o in offsets]
             else:
-                shares, stats, assign = _pack_per_task(DecideJobs(ctx), base, tasks, key, bucket_rows, bar)
-        return Spooled(spool_dir, merge_buckets(shares), assign, stats)
+                shares, stats, assign, task_rows = _pack_per_task(
+                    DecideJobs(ctx), base, tasks, key, bucket_rows, bar
+                )
+                row_starts = np.cumsum([0, *task_rows])[:-1].tolist()
+        sources = None
+        if "sources" in ctx.artifacts:
+            sources = (row_starts, [source_of_task[t] for t, *_ in tasks])
+        return Spooled(spool_dir, merge_buckets(shares), assign, stats, sources)
 
     def _last_documents(
-        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int
+        self,
+        ctx: DriverContext,
+        split: str,
+        metas: list[dict[str, Any]],
+        count: int,
+        work_dir: Path | None = None,
     ) -> list[tuple[Document, int, int]]:
         """(document with its text decoded from its tokens, its characters when it reached this
         stage, its tokens) of the last ``count`` documents of ``split``'s stream, in stream order."""
@@ -911,17 +939,24 @@ class Pack(GlobalStage):
         tok = load_tokenizer(ctx.artifacts["tokenizer"]["local_path"])
         return [
             (Document(id=doc_id, text=tok.decode(tokens), source=source), chars, len(tokens))
-            for doc_id, source, chars, tokens in last_documents(ctx.work_dir, tasks, split, count)
+            for doc_id, source, chars, tokens in last_documents(work_dir or ctx.work_dir, tasks, split, count)
         ]
 
     def _reject_tail(
-        self, ctx: DriverContext, split: str, metas: list[dict[str, Any]], count: int, size: int, kept: int
+        self,
+        ctx: DriverContext,
+        split: str,
+        metas: list[dict[str, Any]],
+        count: int,
+        size: int,
+        kept: int,
+        work_dir: Path | None = None,
     ) -> None:
         """Reject the last ``count`` documents of ``split``'s concat stream (``size`` tokens, EOS
         included), whose EOS fell in the last partial row that ``tail: drop`` dropped: the
         stream's first ``kept`` tokens are in the shards, and a document is in the shards if and
         only if its EOS is."""
-        docs = self._last_documents(ctx, split, metas, count)
+        docs = self._last_documents(ctx, split, metas, count, work_dir)
         start = size - sum(n + 1 for *_, n in docs)
         for doc, chars, n in docs:
             stays = max(0, kept - start)
@@ -1012,12 +1047,22 @@ class Pack(GlobalStage):
             self._nothing_to_train_on(ctx, metas, totals)
         # (what a writer needs was imported ahead, while the tokenizer trained: see warm_ups;
         # a process that missed it imports it with its first file)
+        # 0. the mix (recipes with sources): the train spills rewritten, copies and all
+        mix: MixManifest | None = None
+        mixed_dir: Path | None = None
+        pack_metas = metas
+        if "sources" in ctx.artifacts:
+            mix, mixed_dir, pack_metas = self._apply_mix(ctx, metas)
+            totals["train"] = {k: sum(m["train"][k] for m in pack_metas) for k in ("documents", "doc_tokens")}
         # 1. pack every split into its spool (shuffle buckets)
         token_dtype = TOKEN_DTYPES[dtype]
         spooled: dict[str, Spooled] = {}
         for sid, split in enumerate(SPLITS):
             if totals[split]["documents"]:
-                spooled[split] = self._pack_split(ctx, sid, split, metas, token_dtype, eos, pad)
+                in_dir = mixed_dir if split == "train" else None
+                spooled[split] = self._pack_split(
+                    ctx, sid, split, pack_metas if split == "train" else metas, token_dtype, eos, pad, in_dir
+                )
         # 2. shard plan, then every bucket scattered into parts of the files (one job per bucket)
         #    and every file written from its parts in every format (one job per file)
         plans: dict[str, ShardPlan] = {}
@@ -1038,6 +1083,7 @@ class Pack(GlobalStage):
             "remainder_file": {split: sp.remainder for split, sp in plans.items()},
             "with_loss_mask": p.packing != "concat",
             "eos_id": eos,
+            "sources": [s["name"] for s in ctx.artifacts["sources"]["sources"]] if mix else None,
         }
         shard_dir = ctx.output_dir / "shards"
         shutil.rmtree(shard_dir, ignore_errors=True)  # leftovers of an interrupted earlier decide
@@ -1048,9 +1094,9 @@ class Pack(GlobalStage):
         shutil.rmtree(parts_dir, ignore_errors=True)
         parts_dir.mkdir(parents=True)
         scatter_jobs = (
-            ScatterJob(split, number, bucket, L, token_dtype, eos, start, ends, perm_seed, parts)
+            ScatterJob(split, number, bucket, L, token_dtype, eos, start, ends, perm_seed, parts, sp.sources)
             for number, (split, bucket, start, perm_seed) in enumerate(_bucket_order(spooled, ctx.seed))
-            for ends, parts in [(np.cumsum(plan[split]), str(parts_dir))]
+            for ends, parts, sp in [(np.cumsum(plan[split]), str(parts_dir), spooled[split])]
         )
         written, entries = _scatter_and_write(ctx, scatter_jobs, plan, p.writers, str(shard_dir), meta)
         for sp in spooled.values():
@@ -1061,7 +1107,15 @@ class Pack(GlobalStage):
         for split, sp in spooled.items():  # documents whose EOS fell in a dropped tail
             if sp.stats.eos_dropped:
                 size = totals[split]["doc_tokens"] + totals[split]["documents"]
-                self._reject_tail(ctx, split, metas, sp.stats.eos_dropped, size, size - sp.stats.tail_dropped)
+                self._reject_tail(
+                    ctx,
+                    split,
+                    pack_metas if split == "train" else metas,
+                    sp.stats.eos_dropped,
+                    size,
+                    size - sp.stats.tail_dropped,
+                    mixed_dir if split == "train" else None,
+                )
         # 3. accounting and manifest
         splits_out = {
             split: self._split_entry(
@@ -1083,7 +1137,9 @@ class Pack(GlobalStage):
             row_length=L,
             dtype=dtype,
             packing=p.packing,
-            columns=["input_ids", "actual_seq_len"] + (["loss_mask"] if meta["with_loss_mask"] else []),
+            columns=["input_ids", "actual_seq_len"]
+            + (["loss_mask"] if meta["with_loss_mask"] else [])
+            + (["source_id"] if mix else []),
             vocab_size=vocab_size,
             eos_id=eos,
             pad_id=pad,
@@ -1099,8 +1155,149 @@ class Pack(GlobalStage):
                 k: sum(getattr(s, k) for s in splits_out.values())
                 for k in ("rows", "tokens", "documents", "eos_tokens")
             },
+            sources=meta["sources"],
         )
-        return {"tokenizer": tokenizer_entry, "shards": shards.to_json()}
+        out: dict[str, Any] = {"tokenizer": tokenizer_entry, "shards": shards.to_json()}
+        if mix is not None:
+            train = spooled.get("train")
+            if train is not None and train.sources is not None:
+                starts, ids = train.sources
+                ends = [*starts[1:], train.rows]
+                for name, entry in mix.sources.items():
+                    entry.rows = sum(
+                        max(0, min(e, train.rows) - s)
+                        for s, e, i in zip(starts, ends, ids, strict=True)
+                        if i == entry.source_id
+                    )
+                    ctx.stats.count(f"mix_rows.{name}", entry.rows)
+            out["mix"] = mix.to_json()
+        return out
+
+    def _apply_mix(
+        self, ctx: DriverContext, metas: list[dict[str, Any]]
+    ) -> tuple[MixManifest, Path, list[dict[str, Any]]]:
+        """The mix of the train split (:mod:`stages._mix`): per source its target tokens, each
+        document's copies, each task's copies in stream order (two copies of a document never in
+        one row); the train spills rewritten so into ``work/mixed`` (one job per task), the
+        documents no copy of which is written rejected (``mix_not_chosen``). Returns the
+        manifest's ``mix`` block, the directory of the rewritten spills and the metas describing
+        them. A source short of its share: a warning, or under ``mix.policy: strict`` an
+        InputError before anything is written."""
+        config = ctx.artifacts["sources"]
+        sources, settings = config["sources"], config["mix"]
+        names = [s["name"] for s in sources]
+        tasks = [t for t, m in zip(ctx.task_ids, metas, strict=True) if m["train"]["documents"]]
+        by_task = dict(zip(ctx.task_ids, metas, strict=True))
+        lengths: dict[str, np.ndarray] = {}
+        where: dict[str, list[list[Any]]] = {}
+        for t in tasks:
+            lengths[t] = np.fromfile(ctx.work_dir / f"{t}.train.docs", dtype="<i8").reshape(-1, 2)[:, 0] + 1
+            with open(ctx.work_dir / f"{t}.train.ids", encoding="utf-8") as f:
+                where[t] = [w for line in f for w in json.loads(line)]
+        of_source = [[t for t in tasks if by_task[t]["source"] == k] for k in range(len(names))]
+        available = [int(sum(int(lengths[t].sum()) for t in ts)) for ts in of_source]
+        targets = _mix.plan_targets(
+            available,
+            [s["share"] for s in sources],
+            [s["max_epochs"] for s in sources],
+            int(settings.get("total_tokens", 0)),
+        )
+        short = [k for k, n in enumerate(targets.short) if n >= 1]
+        for k in short:
+            have = available[k] * sources[k]["max_epochs"]
+            msg = (
+                f"mix: source {names[k]!r} is short by {int(targets.short[k])} tokens: its share "
+                f"{sources[k]['share']:g} of {int(targets.total)} is {int(targets.goal[k])} tokens, it has "
+                f"{available[k]} after cleaning and dedup (x max_epochs {sources[k]['max_epochs']:g} = "
+                f"{int(have)})"
+            )
+            if settings.get("policy") == "strict":
+                raise InputError(f"{msg}; mix.policy is strict, so no shard was written")
+            _log(f"warning: {msg}; the achieved shares will differ from the targets")
+        mult: dict[str, np.ndarray] = {}
+        for k, ts in enumerate(of_source):
+            if not ts:
+                continue
+            ids = [w[0] for t in ts for w in where[t]]
+            joined = np.concatenate([lengths[t] for t in ts])
+            m = _mix.multiplicities(joined, _mix.doc_hash(ids, ctx.seed), targets.planned[k])
+            cuts = np.cumsum([0] + [len(lengths[t]) for t in ts])
+            for j, t in enumerate(ts):
+                mult[t] = m[cuts[j] : cuts[j + 1]]
+        row = self.params.seq_length + 1 if self.params.packing == "concat" else 1
+        mixed_dir = ctx.work_dir / "mixed"
+        mixed_dir.mkdir(exist_ok=True)
+        offset = 0
+        jobs: list[_mix.RewriteJob] = []
+        new_metas = [json.loads(json.dumps(m)) for m in metas]
+        new_by_task = dict(zip(ctx.task_ids, new_metas, strict=True))
+        written = [[0, 0] for _ in names]  # copies, tokens (with EOS)
+        kept = [[0, 0] for _ in names]
+        unplaced = [0 for _ in names]
+        for i, t in enumerate(tasks):
+            k = by_task[t]["source"]
+            order, left = _mix.order_copies(lengths[t], mult[t], offset, row, [ctx.seed, i])
+            offset += int(lengths[t][order].sum())
+            np.save(mixed_dir / f"{t}.order.npy", order)
+            dtype = by_task[t].get("token_dtype", "<i4")
+            order_path = str(mixed_dir / f"{t}.order.npy")
+            jobs.append(_mix.RewriteJob(str(ctx.work_dir), str(mixed_dir), t, dtype, order_path))
+            new_by_task[t]["train"]["documents"] = len(order)
+            new_by_task[t]["train"]["doc_tokens"] = int(lengths[t][order].sum()) - len(order)
+            written[k][0] += len(order)
+            written[k][1] += int(lengths[t][order].sum())
+            chosen = mult[t] > 0
+            kept[k][0] += int(chosen.sum())
+            kept[k][1] += int(lengths[t][chosen].sum())
+            unplaced[k] += int(left.sum())
+            for j in np.flatnonzero(~chosen).tolist():
+                doc_id, source, chars = where[t][j]
+                drop = Drop(
+                    Document(id=doc_id, text="", source=source),
+                    "mix_not_chosen",
+                    detail=f"source {names[k]}: not among the documents chosen (seeded hash) for its share",
+                    extra={"source": names[k], "tokens": int(lengths[t][j]) - 1},
+                )
+                ctx.reject(drop, chars=chars)
+        for t, m in zip(ctx.task_ids, new_metas, strict=True):
+            if t not in mult:
+                m["train"]["documents"] = m["train"]["doc_tokens"] = 0
+        DecideJobs(ctx).map(_mix.rewrite_task, jobs)
+        shares = _mix.achieved([w[1] for w in written])
+        tolerance = float(settings.get("tolerance", 0.005))
+        entries: dict[str, SourceMix] = {}
+        for k, name in enumerate(names):
+            docs_available = sum(len(lengths[t]) for t in of_source[k])
+            entries[name] = SourceMix(
+                source_id=k,
+                target_share=sources[k]["share"],
+                achieved_share=round(shares[k], 6),
+                epochs=_mix.epochs_of(written[k][1], available[k]),
+                max_epochs=sources[k]["max_epochs"],
+                priority=sources[k]["priority"],
+                docs_available=docs_available,
+                tokens_available=available[k],
+                docs_kept=kept[k][0],
+                tokens_kept=kept[k][1],
+                docs_written=written[k][0],
+                tokens_written=written[k][1],
+                short_tokens=int(targets.short[k]),
+                unplaced_copies=unplaced[k],
+            )
+            for key in ("docs_written", "tokens_written", "unplaced_copies"):
+                ctx.stats.count(f"mix_{key}.{name}", getattr(entries[name], key))
+        met = all(_mix.within(e.achieved_share, e.target_share, tolerance) for e in entries.values())
+        mix = MixManifest(
+            sources=entries,
+            total_tokens=int(sum(w[1] for w in written)),
+            policy=str(settings.get("policy", "warn")),
+            tolerance=tolerance,
+            met=met,
+            short=[names[k] for k in short],
+        )
+        if not met and not short:
+            _log("warning: mix: achieved shares outside the tolerance of the targets (see manifest.json mix)")
+        return mix, mixed_dir, new_metas
 
     def _split_entry(
         self,

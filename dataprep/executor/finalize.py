@@ -39,6 +39,8 @@ def finalize(
     _gather_files(ctx, passes, stopped)
     stats = stats_document(ctx, passes)
     manifest = manifest_document(ctx, stats["totals"])
+    if "mix" in manifest:
+        stats["mix"] = mix_stats(ctx, passes, manifest["mix"])
     write_text_atomic(final / "stats.json", json.dumps(stats, ensure_ascii=False, indent=1))
     write_text_atomic(final / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
     write_text_atomic(
@@ -108,6 +110,28 @@ def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
         message = nothing_left_message(stats, {k: v for k, v in hints.items() if v}, recipe.input)
         stats["outcome"] = {"status": "nothing_left", "message": message}
     return stats
+
+
+def mix_stats(ctx: RunContext, passes: list[Pass], mix: dict[str, Any]) -> dict[str, Any]:
+    """stats.json's ``mix``: the manifest's ``mix`` block, each source with ``docs_input`` and
+    ``chars_input`` (documents and characters read from its files, before any stage) added."""
+    from dataprep.plan import source_of
+    from dataprep.stats import StageStats
+
+    names = list(mix["sources"])
+    docs = [0] * len(names)
+    chars = [0] * len(names)
+    for t, task in zip(ctx.task_ids, ctx.plan.tasks, strict=True):
+        k = source_of(task.rel, names)
+        marker = json.loads(ctx.run.marker(passes[0].index, t).read_text())
+        if k >= 0 and marker["read"] is not None:
+            read = StageStats.from_json(marker["read"])
+            docs[k] += read.docs_out
+            chars[k] += read.chars_out
+    out = json.loads(json.dumps(mix))
+    for k, name in enumerate(names):
+        out["sources"][name] = {"docs_input": docs[k], "chars_input": chars[k], **out["sources"][name]}
+    return out
 
 
 def manifest_document(ctx: RunContext, totals: dict[str, Any]) -> dict[str, Any]:

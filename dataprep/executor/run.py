@@ -9,6 +9,7 @@ Order of a run: make OUT ready (resume a compatible earlier run, or start over),
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from dataprep.executor.passes import COMPLETE, DECIDE_TASK, OUTPUT_ENTRIES, Pass
 from dataprep.executor.timing import PhaseClock
 from dataprep.executor.warmup import WarmUps
 from dataprep.io import write_text_atomic
-from dataprep.plan import InputFile, Plan, expand_inputs, make_plan
+from dataprep.plan import InputFile, Plan, expand_inputs, make_plan, source_files
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe
 from dataprep.stage import DriverContext, GlobalStage, NothingLeft, ReadReport
@@ -121,7 +122,14 @@ def prepare(
     clock = PhaseClock()
     begun = clock.start()
     run = RunDir(Path(out).resolve())
-    files = expand_inputs(inputs, exclude=run.out)
+    if recipe.sources and inputs:
+        raise RunError("the recipe names its inputs under 'sources:'; give no INPUT arguments")
+    if not recipe.sources and not inputs:
+        raise RunError("no INPUT given (and the recipe has no 'sources:')")
+    if recipe.sources:
+        files = source_files(recipe, exclude=run.out)
+    else:
+        files = expand_inputs(inputs, exclude=run.out)
     workers = workers or default_workers()
     fingerprint = {
         "version": __version__,
@@ -163,6 +171,11 @@ def prepare(
             quiet=quiet,
             keep_work=keep_work,
         )
+        if recipe.sources:  # what the pack stage mixes by (sources in recipe order: their ids)
+            ctx.artifacts["sources"] = {
+                "sources": [s.to_json() for s in recipe.sources],
+                "mix": dataclasses.asdict(recipe.mix) if recipe.mix else {},
+            }
         clock.stop("plan", begun)
         clock.executor = runner
         ran, drawn = _run_passes(ctx)

@@ -24,7 +24,7 @@ from dataprep.docstore import DocWriter, RejectedWriter, read_docs
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.io import write_text_atomic
-from dataprep.plan import Plan
+from dataprep.plan import Plan, source_of
 from dataprep.recipe import recipe_from_resolved
 from dataprep.stage import GlobalStage, MapStage, ReadReport, Stage, StageContext
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
@@ -41,6 +41,22 @@ class _WorkerState:
         self.passes = plan_passes(self.stages)
         self.readers: dict[str, registry.Reader] = {}
         self.key = (state["recipe_hash"], state["inputs"])
+        self._by_source: dict[str, list[Stage]] = {}
+
+    def stages_for(self, task_index: int) -> list[Stage]:
+        """The stages of a task: a task reads one file, so it belongs to at most one source, whose
+        per-source overrides (``sources[].stages``) apply to all its documents."""
+        names = [s.name for s in self.recipe.sources]
+        k = source_of(self.plan.tasks[task_index].rel, names) if names else -1
+        if k < 0 or not self.recipe.sources[k].stages:
+            return self.stages
+        if names[k] not in self._by_source:
+            specs = self.recipe.stages_for(names[k])
+            self._by_source[names[k]] = [
+                built if spec is base else spec.build()
+                for spec, base, built in zip(specs, self.recipe.stages, self.stages, strict=True)
+            ]
+        return self._by_source[names[k]]
 
     def reader(self, name: str) -> registry.Reader:
         if name not in self.readers:
@@ -161,7 +177,7 @@ def _run_task(
     task_id = f"t{task_index:05d}"
     if run.marker(pass_index, task_id).exists():
         return
-    recipe, stages, p = state.recipe, state.stages, state.passes[pass_index]
+    recipe, stages, p = state.recipe, state.stages_for(task_index), state.passes[pass_index]
     artifacts = json.loads((run.work / "artifacts.json").read_text())
     labels = [s.label for s in recipe.stages]
     stats = {i: StageStats() for i in [*p.maps, p.apply, p.compute] if i is not None}

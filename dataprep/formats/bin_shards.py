@@ -2,10 +2,12 @@
 shards/bin/<split>-NNNNN.bin/.idx (and <split>-remainder, see :mod:`dataprep.formats.shardplan`).
 
 Layouts: :mod:`dataprep.formats.binrows` (rows: int32, or uint16 when the vocabulary fits) and
-:mod:`dataprep.formats.idx` (index carrying each row's ``actual_seq_len``). Files follow the shard
-plan in ``meta["plan"]`` (rows per file, per split), so the .bin files line up with every other
-format's files row for row. Everything the ``bin`` format does is here: its writer, how a file is
-read back (verify, inspect), how a split is read for training, and its registry entry.
+:mod:`dataprep.formats.idx` (index carrying each row's ``actual_seq_len``); with sources
+(``meta["sources"]``), a parallel ``.src`` file of little-endian int32, one source id per row.
+Files follow the shard plan in ``meta["plan"]`` (rows per file, per split), so the .bin files
+line up with every other format's files row for row. Everything the ``bin`` format does is here:
+its writer, how a file is read back (verify, inspect), how a split is read for training, and its
+registry entry.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from dataprep.formats.dataset import iter_bin_file
 from dataprep.formats.idx import IdxWriter, Index, read_idx
 from dataprep.formats.readers_for_training import ShardError, SplitFiles
 from dataprep.formats.registry import FileMeta, ShardFormat, register_format
-from dataprep.formats.rows import RowBatch, loss_mask_from_boundaries
+from dataprep.formats.rows import RowBatch, loss_mask_from_boundaries, raw
 from dataprep.formats.shardplan import file_stem
 from dataprep.io import file_sha256
 from dataprep.stage import ShardWriter
+
+SOURCE_SUFFIX = ".src"
 
 
 class BinShardWriter(ShardWriter):
@@ -43,17 +47,31 @@ class BinShardWriter(ShardWriter):
         stem = self.dir / file_stem(self.meta, split, k)
         rows = BinRowsWriter(stem.with_suffix(".bin"), self.meta["dtype"], self.meta["row_length"])
         idx = IdxWriter(stem.with_suffix(".idx"), self.meta["dtype"], self.meta["row_length"])
-        return {"split": split, "rows": rows, "idx": idx, "tokens": 0}
+        src = open(stem.with_suffix(SOURCE_SUFFIX), "wb") if self.meta.get("sources") else None  # noqa: SIM115
+        return {"split": split, "rows": rows, "idx": idx, "tokens": 0, "src": src}
 
     def write(self, handle: Any, rows: RowBatch) -> None:
         handle["rows"].write(rows.tokens)
         handle["idx"].add(rows)
         handle["tokens"] += int(rows.real_tokens.sum())
+        if handle["src"] is not None:
+            if rows.source_id is None:
+                raise RuntimeError("bin: rows without source ids in a run with sources (a bug)")
+            handle["src"].write(raw(rows.source_id, "<i4"))
 
     def close_file(self, handle: Any) -> dict[str, Any]:
         info = handle["rows"].close()
         handle["idx"].close()
         idx_path = handle["idx"].path
+        extra: dict[str, Any] = {}
+        if handle["src"] is not None:
+            handle["src"].close()
+            src = Path(handle["src"].name)
+            extra["source_ids"] = {
+                "path": f"shards/bin/{src.name}",
+                "bytes": src.stat().st_size,
+                "sha256": file_sha256(src),
+            }
         return {
             "path": f"shards/bin/{handle['rows'].path.name}",
             "format": "bin",
@@ -67,6 +85,7 @@ class BinShardWriter(ShardWriter):
                 "bytes": idx_path.stat().st_size,
                 "sha256": file_sha256(idx_path),
             },
+            **extra,
         }
 
 
@@ -102,6 +121,7 @@ class BinRows:
             raise ShardError(f"unknown shard dtype {dtype!r} in the manifest (known: {sorted(DTYPES)})")
         self.maps = []
         self.indexes: list[Index | None] = []
+        self.sources: list[np.ndarray] = []
         for path, entry in zip(split.files, split.entries, strict=True):
             rows = open_rows(path, dtype, row_length)
             if entry.rows is not None and len(rows) != entry.rows:
@@ -114,11 +134,18 @@ class BinRows:
                 raise ShardError(f"{path}: {len(rows)} rows but its index describes {index.rows}")
             self.maps.append(rows)
             self.indexes.append(index)
+            if entry.source_ids is not None:
+                src = np.memmap(split.out / entry.source_ids.path, dtype="<i4", mode="r")
+                if len(src) != len(rows):
+                    raise ShardError(f"{path}: {len(rows)} rows but {len(src)} source ids")
+                self.sources.append(src)
         self.starts = np.cumsum([0] + [len(m) for m in self.maps])
         self.row_length = row_length
         self.columns: tuple[str, ...] = ("input_ids",)
         if self.maps and all(x is not None for x in self.indexes):
             self.columns += ("actual_seq_len", "loss_mask")
+        if self.maps and len(self.sources) == len(self.maps):
+            self.columns += ("source_id",)
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -131,11 +158,17 @@ class BinRows:
         for f in np.unique(file_of):
             sel = file_of == f
             out_ids[sel] = self.maps[f][local[sel]]
+        out: dict[str, Any] = {"input_ids": out_ids, "actual_seq_len": None, "loss_mask": None}
+        if "source_id" in self.columns:
+            out["source_id"] = np.asarray(
+                [self.sources[f][i] for f, i in zip(file_of, local, strict=True)], dtype=np.int32
+            )
         if "actual_seq_len" not in self.columns:
-            return {"input_ids": out_ids, "actual_seq_len": None, "loss_mask": None}
+            return out
         asl = [self.indexes[f].actual_seq_len(int(i)) for f, i in zip(file_of, local, strict=True)]  # type: ignore[union-attr]
-        mask = np.stack([loss_mask_from_boundaries(a, self.row_length) for a in asl])
-        return {"input_ids": out_ids, "actual_seq_len": asl, "loss_mask": mask}
+        out["actual_seq_len"] = asl
+        out["loss_mask"] = np.stack([loss_mask_from_boundaries(a, self.row_length) for a in asl])
+        return out
 
     def batches(self, indices: np.ndarray, batch_size: int) -> Iterator[dict[str, Any]]:
         """Rows ``indices`` (in that order) in whole batches of ``batch_size`` rows."""
@@ -150,7 +183,7 @@ FORMAT = register_format(
         name="bin",
         writer=BinShardWriter,
         suffix=".bin",
-        companions=(".idx",),
+        companions=(".idx", SOURCE_SUFFIX),
         read_file=read_file,
         training_rows=BinRows,
         title=".bin",

@@ -40,6 +40,7 @@ of hand-made shards: per-file counts, indexes and accounting are optional there)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,7 @@ class FileEntry:
     sha256: str | None = None
     index: IndexEntry | None = None
     remainder: bool = False
+    source_ids: IndexEntry | None = None  # a format keeping them beside the data (bin's .src)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "format": self.format}
@@ -92,6 +94,8 @@ class FileEntry:
                 out[name] = getattr(self, name)
         if self.index is not None:
             out["index"] = self.index.to_json()
+        if self.source_ids is not None:
+            out["source_ids"] = self.source_ids.to_json()
         if self.remainder:
             out["remainder"] = True
         return out
@@ -109,6 +113,7 @@ class FileEntry:
             sha256=d.get("sha256"),
             index=IndexEntry.from_json(index) if index else None,
             remainder=bool(d.get("remainder", False)),
+            source_ids=IndexEntry.from_json(d["source_ids"]) if d.get("source_ids") else None,
         )
 
 
@@ -207,6 +212,7 @@ class ShardsManifest:
     formats: list[str] | None = None
     splits: dict[str, SplitEntry] = field(default_factory=dict)
     totals: dict[str, int] | None = None
+    sources: list[str] | None = None  # source names by id (the source_id column), when mixed
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -224,6 +230,8 @@ class ShardsManifest:
             out["shuffle"] = self.shuffle
         if self.formats is not None:
             out["formats"] = self.formats
+        if self.sources is not None:
+            out["sources"] = self.sources
         out["splits"] = {name: s.to_json() for name, s in self.splits.items()}
         if self.totals is not None:
             out["totals"] = self.totals
@@ -245,6 +253,77 @@ class ShardsManifest:
             formats=d.get("formats"),
             splits={name: SplitEntry.from_json(s) for name, s in (d.get("splits") or {}).items()},
             totals=d.get("totals"),
+            sources=d.get("sources"),
+        )
+
+
+@dataclass
+class SourceMix:
+    """One source of the manifest's ``mix`` block (train split; tokens count each document's EOS):
+    documents and tokens ``available`` (what reached the mix, after cleaning and dedup: tokens
+    are counted there, the tokenizer runs after cleaning), ``kept`` (documents chosen at least
+    once, their tokens once),
+    ``written`` (copies in the train stream), ``target_share``, ``achieved_share`` (of the
+    tokens written), ``epochs`` (written / available tokens), ``short_tokens`` (tokens the source
+    lacked to meet its share), ``unplaced_copies`` (copies left out to keep two copies of a
+    document out of one row) and ``rows`` (train rows whose source_id it is)."""
+
+    source_id: int
+    target_share: float
+    achieved_share: float
+    epochs: float
+    max_epochs: float
+    priority: int
+    docs_available: int
+    tokens_available: int
+    docs_kept: int
+    tokens_kept: int
+    docs_written: int
+    tokens_written: int
+    short_tokens: int = 0
+    unplaced_copies: int = 0
+    rows: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SourceMix:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+@dataclass
+class MixManifest:
+    """The manifest's ``mix``: per source name, :class:`SourceMix`; the run's ``total_tokens``
+    planned, ``policy`` and ``tolerance``; ``met``: every achieved share within the tolerance of
+    its target; ``short``: the names of the sources that ran short."""
+
+    sources: dict[str, SourceMix]
+    total_tokens: int
+    policy: str
+    tolerance: float
+    met: bool
+    short: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sources": {k: v.to_json() for k, v in self.sources.items()},
+            "total_tokens": self.total_tokens,
+            "policy": self.policy,
+            "tolerance": self.tolerance,
+            "met": self.met,
+            "short": self.short,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MixManifest:
+        return cls(
+            sources={k: SourceMix.from_json(v) for k, v in d["sources"].items()},
+            total_tokens=d["total_tokens"],
+            policy=d["policy"],
+            tolerance=d["tolerance"],
+            met=d["met"],
+            short=list(d.get("short", [])),
         )
 
 
@@ -274,6 +353,13 @@ class Manifest:
     def tokenizer(self) -> dict[str, Any] | None:
         return self.parts.get("tokenizer")
 
+    @property
+    def mix(self) -> MixManifest | None:
+        mix = self.parts.get("mix")
+        if mix is None or isinstance(mix, MixManifest):
+            return mix
+        return MixManifest.from_json(mix)
+
     def add(self, part: dict[str, Any]) -> None:
         """Merge a decide's manifest entries (a key seen before keeps its place)."""
         self.parts.update(part)
@@ -288,7 +374,7 @@ class Manifest:
             "documents": self.documents,
         }
         for key, value in self.parts.items():
-            out[key] = value.to_json() if isinstance(value, ShardsManifest) else value
+            out[key] = value.to_json() if isinstance(value, ShardsManifest | MixManifest) else value
         return out
 
     @classmethod

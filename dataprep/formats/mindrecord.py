@@ -1,7 +1,8 @@
 """MindRecord shards: one standalone MindRecord file (plus its ``.db`` index) per shard.
 
-Schema: ``input_ids`` int32 [-1] (row_length values), ``actual_seq_len`` int32 [-1], and
-``loss_mask`` int32 [-1] (row_length values) when the packing pads rows. Read them with
+Schema: ``input_ids`` int32 [-1] (row_length values), ``actual_seq_len`` int32 [-1],
+``loss_mask`` int32 [-1] (row_length values) when the packing pads rows, and ``source_id`` int32
+(a scalar) when the recipe mixes sources. Read them with
 ``mindspore.dataset.MindDataset(mindrecord_files(out, split), num_shards=dp, shard_id=rank)``.
 
 A MindRecord file's header stores its own bare file name, so files must never be renamed after
@@ -27,13 +28,15 @@ HEADER_BYTES = 1 << 20  # page metadata; MindSpore's default (16 MB) makes every
 PAGE_BYTES = 8 << 20  # one row (all columns) must fit a page: 8 MB holds rows of up to ~1M tokens
 
 
-def schema(with_loss_mask: bool) -> dict[str, dict[str, Any]]:
-    fields = {
+def schema(with_loss_mask: bool, with_source_id: bool = False) -> dict[str, dict[str, Any]]:
+    fields: dict[str, dict[str, Any]] = {
         "input_ids": {"type": "int32", "shape": [-1]},
         "actual_seq_len": {"type": "int32", "shape": [-1]},
     }
     if with_loss_mask:
         fields["loss_mask"] = {"type": "int32", "shape": [-1]}
+    if with_source_id:
+        fields["source_id"] = {"type": "int32"}
     return fields
 
 
@@ -41,16 +44,17 @@ class MindRecordFile:
     """Writes rows into one MindRecord file (shard_num=1). Arrays handed to MindSpore are always
     real int32 ndarrays: FileWriter silently drops rows of any other type (e.g. np.memmap)."""
 
-    def __init__(self, path: Path, with_loss_mask: bool):
+    def __init__(self, path: Path, with_loss_mask: bool, with_source_id: bool = False):
         from mindspore.mindrecord import FileWriter
 
         self.path = Path(path)
         self.with_loss_mask = with_loss_mask
+        self.with_source_id = with_source_id
         self.rows = 0
         self._writer = FileWriter(str(self.path), shard_num=1, overwrite=True)
         self._writer.set_header_size(HEADER_BYTES)
         self._writer.set_page_size(PAGE_BYTES)
-        self._writer.add_schema(schema(with_loss_mask), "dataprep packed rows")
+        self._writer.add_schema(schema(with_loss_mask, with_source_id), "dataprep packed rows")
         _freeze_schema(self._writer)
 
     def write(self, batch: RowBatch) -> None:
@@ -63,6 +67,9 @@ class MindRecordFile:
         ends = np.array(batch.seg_ends, dtype=np.int32)
         off = batch.offsets
         masks = batch.loss_masks() if self.with_loss_mask else None
+        if self.with_source_id and batch.source_id is None:
+            raise RuntimeError(f"{self.path}: rows without source ids in a run with sources (a bug)")
+        sources = batch.source_id
         for lo in range(0, n, WRITE_BATCH_ROWS):
             hi = min(n, lo + WRITE_BATCH_ROWS)
             records = []
@@ -70,6 +77,8 @@ class MindRecordFile:
                 rec = {"input_ids": tokens[i], "actual_seq_len": ends[off[i] : off[i + 1]]}
                 if masks is not None:
                     rec["loss_mask"] = masks[i]
+                if self.with_source_id:
+                    rec["source_id"] = int(sources[i])  # type: ignore[index]
                 records.append(rec)
             self._writer.write_raw_data(records)
             if len(records) != hi - lo:  # FileWriter removes rows it rejects from the list

@@ -77,7 +77,8 @@ class MindRecordShardWriter(ShardWriter):
     def open_file(self, split: str, k: int) -> Any:
         import_mindrecord()
         path = self.staging / f"{file_stem(self.meta, split, k)}.mindrecord"
-        return {"split": split, "file": MindRecordFile(path, self.meta["with_loss_mask"]), "tokens": 0}
+        file = MindRecordFile(path, self.meta["with_loss_mask"], bool(self.meta.get("sources")))
+        return {"split": split, "file": file, "tokens": 0}
 
     def write(self, handle: Any, rows: RowBatch) -> None:
         handle["file"].write(rows)
@@ -124,7 +125,7 @@ def mindrecord_columns(split: SplitFiles) -> tuple[str, ...]:
         reader.close()
     if "input_ids" not in schema:
         raise ShardError(f"{split.files[0]}: MindRecord schema has no 'input_ids' field: {sorted(schema)}")
-    return tuple(c for c in ROW_COLUMNS if c in schema)
+    return tuple(c for c in (*ROW_COLUMNS, "source_id") if c in schema)
 
 
 class MindRecordRows:
@@ -181,6 +182,11 @@ class MindRecordRows:
                     if "loss_mask" in self.columns
                     else None,
                     "row_ids": idx[produced * batch_size : (produced + 1) * batch_size],
+                    **(
+                        {"source_id": np.asarray([int(r["source_id"]) for r in buf], dtype=np.int32)}
+                        if "source_id" in self.columns
+                        else {}
+                    ),
                 }
                 buf = []
                 produced += 1

@@ -6,6 +6,8 @@
                offsets of the document pieces in the row; a row's last value is its number of
                real (non-pad) tokens.
 ``seg_counts`` int32 [n]: how many values of ``seg_ends`` belong to each row (>= 1).
+``source_id``  int32 [n] or None: the source of each row (recipes with ``sources:``; the source
+               of the row's first token), an index into the manifest's ``shards.sources``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class RowBatch:
     tokens: np.ndarray
     seg_ends: np.ndarray
     seg_counts: np.ndarray
+    source_id: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         dtype = self.tokens.dtype if self.tokens.dtype in (np.int32, np.uint16) else np.int32
@@ -30,6 +33,10 @@ class RowBatch:
             raise ValueError("RowBatch: tokens must be [n, row_length] with one seg_count per row")
         if int(self.seg_counts.sum()) != len(self.seg_ends):
             raise ValueError("RowBatch: seg_counts do not add up to len(seg_ends)")
+        if self.source_id is not None:
+            self.source_id = np.ascontiguousarray(self.source_id, dtype=np.int32)
+            if len(self.source_id) != len(self.tokens):
+                raise ValueError("RowBatch: source_id must hold one value per row")
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -71,7 +78,8 @@ class RowBatch:
             ends = self.seg_ends[starts + within]
         else:
             ends = np.zeros(0, dtype=np.int32)
-        return RowBatch(self.tokens[index], ends, counts)
+        sources = None if self.source_id is None else self.source_id[index]
+        return RowBatch(self.tokens[index], ends, counts, sources)
 
     @staticmethod
     def concat(batches: list[RowBatch], row_length: int) -> RowBatch:
@@ -79,10 +87,12 @@ class RowBatch:
             return RowBatch(np.zeros((0, row_length), np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
         if len(batches) == 1:
             return batches[0]
+        with_sources = all(b.source_id is not None for b in batches)
         return RowBatch(
             np.concatenate([b.tokens for b in batches]),
             np.concatenate([b.seg_ends for b in batches]),
             np.concatenate([b.seg_counts for b in batches]),
+            np.concatenate([b.source_id for b in batches]) if with_sources else None,  # type: ignore[misc]
         )
 
 

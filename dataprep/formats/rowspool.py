@@ -20,7 +20,11 @@ MindRecord files depend on how their rows were cut into writes.
 Layouts (little-endian). Bucket file record: int64 rows, int64 boundary values, then int64
 stream index [rows], int32 seg_counts [rows], tokens [rows, row_length] in the shards' token
 type, int32 seg_ends. Part: per batch, tokens [n, row_length], int32 seg_counts [n], int32
-seg_ends.
+seg_ends, then (when the rows have sources) int32 source ids [n].
+
+Sources: a row's source is a function of its stream index (``ScatterJob.sources``: the first
+stream index of each run of rows from one source, and that source's id), so it is attached in
+``scatter_bucket`` and never stored in the bucket files.
 """
 
 from __future__ import annotations
@@ -217,6 +221,14 @@ class ScatterJob:
     file_ends: np.ndarray
     perm_seed: list[int] | None  # the bucket's permutation: default_rng(perm_seed); None: stream order
     parts_dir: str
+    sources: tuple[list[int], list[int]] | None = None  # (first stream index of each run, source id)
+
+
+def sources_of(index: np.ndarray, sources: tuple[list[int], list[int]]) -> np.ndarray:
+    """The source id of the rows at stream ``index``: that of the last run starting at or before."""
+    starts, ids = sources
+    run = np.searchsorted(np.asarray(starts, dtype=np.int64), index, side="right") - 1
+    return np.asarray(ids, dtype=np.int32)[np.maximum(run, 0)]
 
 
 def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
@@ -227,6 +239,8 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     for the caller to remove (a retried job must find them)."""
     L, eos = job.row_length, job.eos
     index, rows = read_bucket(job.bucket, L, job.token_dtype)
+    if job.sources is not None:
+        rows.source_id = sources_of(index, job.sources)
     # stream order first, whatever order the bucket's files were written in (jobs' shares, then
     # the rows the driver joined), then the bucket's permutation
     order = np.argsort(index, kind="stable")
@@ -259,6 +273,8 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
                 f.write(raw(piece.tokens, job.token_dtype))
                 f.write(raw(piece.seg_counts, "<i4"))
                 f.write(raw(piece.seg_ends, "<i4"))
+                if piece.source_id is not None:
+                    f.write(raw(piece.source_id, "<i4"))
                 parts[k][2].append(take)
                 done += take
                 pos += take
@@ -268,8 +284,11 @@ def scatter_bucket(job: ScatterJob) -> dict[str, Any]:
     return {"split": job.split, "parts": [parts[k] for k in sorted(parts)], "counts": counts}
 
 
-def read_part(path: str, batches: list[int], row_length: int, token_dtype: str) -> Iterator[RowBatch]:
-    """The batches of one part (RowBatch each, in the sizes recorded)."""
+def read_part(
+    path: str, batches: list[int], row_length: int, token_dtype: str, with_sources: bool = False
+) -> Iterator[RowBatch]:
+    """The batches of one part (RowBatch each, in the sizes recorded; ``with_sources``: the part
+    holds each row's source id)."""
     with open(path, "rb") as f:
         for n in batches:
             tokens = np.empty((n, row_length), dtype=token_dtype)
@@ -277,4 +296,8 @@ def read_part(path: str, batches: list[int], row_length: int, token_dtype: str) 
             _read_into(f, path, (tokens, seg_counts))
             ends = np.empty(int(seg_counts.sum()), dtype="<i4")
             _read_into(f, path, (ends,))
-            yield RowBatch(tokens, ends, seg_counts)
+            sources = None
+            if with_sources:
+                sources = np.empty(n, dtype="<i4")
+                _read_into(f, path, (sources,))
+            yield RowBatch(tokens, ends, seg_counts, sources)

@@ -83,7 +83,7 @@ def write_shard_file(job: ShardFileJob) -> list[dict[str, Any]]:
     rows = 0
     dtype = TOKEN_DTYPES[job.meta["dtype"]]
     for path, batches in job.parts:
-        for batch in read_part(path, batches, job.meta["row_length"], dtype):
+        for batch in read_part(path, batches, job.meta["row_length"], dtype, bool(job.meta.get("sources"))):
             for writer, handle in zip(writers, handles, strict=True):
                 writer.write(handle, batch)
             rows += len(batch)

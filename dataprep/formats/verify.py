@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from dataprep.formats.manifest import FileEntry, IndexEntry, ShardsManifest, SplitEntry, read_manifest
+from dataprep.formats.manifest import (
+    FileEntry,
+    IndexEntry,
+    MixManifest,
+    ShardsManifest,
+    SplitEntry,
+    read_manifest,
+)
 from dataprep.formats.registry import FileMeta, get_format
 from dataprep.formats.rows import RowBatch, raw
 from dataprep.io import file_sha256
@@ -162,9 +169,48 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
         if progress:
             print(f"checked {split}: {info.rows} rows", file=sys.stderr)
     kept = manifest.documents.get("kept")
-    if kept is not None and kept != in_shards:
-        problems.add(f"manifest: {kept} documents kept but the shards hold {in_shards} (one EOS each)")
+    mix = manifest.mix
+    copies = 0  # a mixed run repeats documents: the EOS of every further copy
+    if mix is not None:
+        copies = sum(s.docs_written - s.docs_kept for s in mix.sources.values())
+        _check_mix(mix, shards, problems)
+    if kept is not None and kept + copies != in_shards:
+        what = f" and {copies} further copies of mixed ones" if copies else ""
+        problems.add(f"manifest: {kept} documents kept{what} but the shards hold {in_shards} (one EOS each)")
     return problems.items
+
+
+def _check_mix(mix: MixManifest, shards: ShardsManifest, problems: Problems) -> None:
+    """A mixed run: the train split holds the tokens and documents the mix wrote, its rows by
+    source add up, and every file's source ids (where a format keeps them apart) are intact and
+    one per row."""
+    train = shards.splits.get("train")
+    if train is None:
+        return
+    tokens = sum(s.tokens_written for s in mix.sources.values())
+    if train.doc_tokens + train.documents != tokens:
+        problems.add(
+            f"mix: the sources wrote {tokens} tokens but the train split holds "
+            f"{train.doc_tokens + train.documents} (documents and their EOS)"
+        )
+    rows = sum(s.rows for s in mix.sources.values())
+    if rows != train.rows:
+        problems.add(f"mix: rows by source add up to {rows}, the train split has {train.rows}")
+    if "source_id" not in shards.columns or not shards.sources:
+        problems.add("mix: the shards have no source_id column or no source names")
+
+
+def _check_source_ids(out: Path, entry: FileEntry, problems: Problems) -> bool:
+    """A file's separate source ids (e.g. bin's .src): intact, one int32 per row."""
+    if entry.source_ids is None:
+        return True
+    if not _check_file(out, entry.source_ids, problems):
+        return False
+    size = (out / entry.source_ids.path).stat().st_size
+    if entry.rows is not None and size != 4 * entry.rows:
+        problems.add(f"{entry.source_ids.path}: {size // 4} source ids for {entry.rows} rows")
+        return False
+    return True
 
 
 def _check_accounting(split: str, info: SplitEntry, L: int, problems: Problems) -> None:
@@ -206,6 +252,7 @@ def _check_format(
         intact = _check_file(out, entry, problems)
         if entry.index is not None:
             intact = _check_file(out, entry.index, problems) and intact
+        intact = _check_source_ids(out, entry, problems) and intact
         if not intact:
             intact_all = False
             continue

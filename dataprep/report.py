@@ -8,8 +8,9 @@ script (counters ``lang.*`` and ``script.*`` of lang_id), then one section per s
 counters, one plot per histogram it recorded (filter scores, cluster sizes) and the examples it
 recorded (e.g. duplicate clusters, members side by side with what differs marked), input
 problems and the manifest. Plots are SVG with their text as text (a browser lays it out:
-tests/test_report_browser.py checks in Chromium that no two labels overlap). ``dataprep report
-OUT`` rebuilds it from the files alone.
+tests/test_report_browser.py checks in Chromium that no two labels overlap), drawn here without a
+plotting library (a page of 30 figures takes milliseconds). ``dataprep report OUT`` rebuilds it
+from the files alone.
 
 Each plot is described by a *spec* (:func:`plot_specs`: plain JSON data, everything the plot
 shows) and drawn by :func:`render_plot`, a pure function of its spec. So plots can be drawn ahead
@@ -21,41 +22,87 @@ the page is the same whichever process drew it.
 from __future__ import annotations
 
 import html
-import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from dataprep.io import write_text_atomic
 
-FONT = "DejaVu Sans"  # matplotlib's own font: the browser lays the labels out with the same metrics
 EXAMPLES_PER_REASON = 3
 REJECTED_SCAN = 20_000  # records read per rejected/ file at most, looking for examples
-LOG_SCALE_RATIO = (
-    50  # a histogram whose largest bin is this many times its smallest non-empty one is drawn on a log scale
-)
+LOG_SCALE_RATIO = 50  # largest bin / smallest non-empty bin from which a histogram has a log scale
+FONT_PX = 11  # label size in the figures (CSS px)
+COLOURS = ("#4878a8", "#e08a3c", "#6a9a58", "#c05050")
 
 
-def _svg(fig: Any, alt: str = "plot") -> str:
-    """The figure as inline SVG whose text stays text (a browser renders and lays it out, a
-    reader can select it), without the XML prologue; deterministic (fixed ids, no date)."""
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    svg = buf.getvalue()
-    svg = svg[svg.index("<svg") :]
-    return f'<figure role="img" aria-label="{html.escape(alt)}">{svg}</figure>'
+def _text_px(text: str, size: float = FONT_PX) -> float:
+    """An upper bound of the width of ``text`` at ``size`` px in DejaVu Sans (the page's font):
+    0.65 em per narrow character, 1 em per wide (CJK) one."""
+    return sum(size * (1.0 if ord(c) >= 0x2E80 else 0.65) for c in text)
 
 
-def _style_matplotlib() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams.update(
-        {"svg.fonttype": "none", "svg.hashsalt": "dataprep", "font.family": FONT, "font.size": 9}
+def _t(x: float, y: float, text: str, anchor: str = "start", size: float = FONT_PX, extra: str = "") -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{extra}>'
+        f"{html.escape(text)}</text>"
     )
+
+
+def _figure(title: str, width: float, height: float, body: list[str]) -> str:
+    """A figure: an inline SVG whose text is text (laid out by the browser, selectable), with
+    the title at the top."""
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="DejaVu Sans, sans-serif">'
+        + _t(width / 2, 16, title, "middle", FONT_PX + 1, ' font-weight="bold"')
+        + "".join(body)
+        + "</svg>"
+    )
+    return f'<figure role="img" aria-label="{html.escape(title)}">{svg}</figure>'
+
+
+def _short_number(x: float) -> str:
+    """An axis tick as 1.2M / 340k / 12."""
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:g}"
+
+
+def _ticks(top: float, count: int = 4) -> list[float]:
+    """Round tick values from 0 to at least ``top``."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    step = 10 ** math.floor(math.log10(raw))
+    step *= next(m for m in (1, 2, 2.5, 5, 10) if m * step >= raw)
+    return [i * step for i in range(math.ceil(top / step) + 1)]
+
+
+def _bar_figure(title: str, labels: list[str], values: list[int], colour: str, width: float = 860) -> str:
+    """Horizontal bars, the first at the top, each labelled on the left and followed by its value;
+    the label column and the room for the values are as wide as their longest text."""
+    row = FONT_PX + 7
+    left = max((_text_px(x) for x in labels), default=0) + 12
+    room = max((_text_px(f"{v:,}", FONT_PX - 1) for v in values), default=0) + 10
+    plot_w = max(width - left - room - 8, 120)
+    top, n = 28, len(values)
+    ticks = _ticks(max(values, default=0))
+    scale = plot_w / ticks[-1]
+    body = []
+    for tick in ticks:
+        x = left + tick * scale
+        body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + n * row}" stroke="#e4e4e4"/>')
+        body.append(_t(x, top + n * row + FONT_PX + 4, _short_number(tick), "middle", FONT_PX - 1))
+    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
+        y = top + i * row
+        w = value * scale
+        body.append(f'<rect x="{left:.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{colour}"/>')
+        body.append(_t(left - 6, y + row - 5, label, "end"))
+        body.append(_t(left + w + 4, y + row - 5, f"{value:,}", size=FONT_PX - 1))
+    body.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + n * row}" stroke="#444"/>')
+    return _figure(title, left + plot_w + room + 8, top + n * row + FONT_PX + 10, body)
 
 
 def _bin_labels(edges: list[float]) -> list[str]:
@@ -69,104 +116,97 @@ def _bin_labels(edges: list[float]) -> list[str]:
 
 
 def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabel: str) -> str:
-    import matplotlib.pyplot as plt
-    import numpy as np
-
+    """Vertical bars per bin (one colour per series), the bins from the first to the last non-empty
+    one, each bin labelled below; a log scale when one bin dwarfs the rest."""
     first = next(iter(series.values()))
-    counts = {k: np.asarray(v["counts"]) for k, v in series.items()}
-    nonzero = np.flatnonzero(sum(counts.values()))
-    if nonzero.size == 0:
+    counts = {k: [int(c) for c in v["counts"]] for k, v in series.items()}
+    nonzero = [i for i in range(len(first["counts"])) if any(c[i] for c in counts.values())]
+    if not nonzero:
         return f"<p>{html.escape(title)}: no data</p>"
     lo, hi = nonzero[0], nonzero[-1] + 1
     labels = _bin_labels(first["edges"])[lo:hi]
-    fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")  # one size: plots sit side by side
-    width = 0.8 / len(series)
-    x = np.arange(hi - lo)
-    for i, (name, c) in enumerate(counts.items()):
-        ax.bar(x + i * width, c[lo:hi], width=width, label=name)
-    ax.set_xticks(x + width * (len(series) - 1) / 2, labels, rotation=90, fontsize=7)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    positive = np.concatenate([c[c > 0] for c in counts.values()])
-    if positive.max() >= LOG_SCALE_RATIO * positive.min():  # a few outliers beside one big bin
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=0.5)  # a bin of one document stays visible
+    positive = [c for cs in counts.values() for c in cs[lo:hi] if c > 0]
+    log = max(positive) >= LOG_SCALE_RATIO * min(positive)
+    if log:
+        ticks = [10.0**k for k in range(math.ceil(math.log10(max(positive))) + 1)]
         ylabel += " (log scale)"
-    ax.set_ylabel(ylabel)
-    if len(series) > 1:
-        ax.legend(fontsize=8)
-    return _svg(fig, title)
+    else:
+        ticks = _ticks(max(positive))
+    tick_w = max(_text_px(_short_number(t), FONT_PX - 1) for t in ticks)
+    left, top, width = FONT_PX + 12 + tick_w + 8, 28, 500.0
+    bottom = max(_text_px(x, FONT_PX - 1) for x in labels) + FONT_PX + 18
+    plot_w, plot_h = width - left - 10, 180.0
 
+    def y_of(v: float) -> float:
+        frac = math.log10(max(v, 0.5) / 0.5) / math.log10(ticks[-1] / 0.5) if log else v / ticks[-1]
+        return top + plot_h * (1 - frac)
 
-def _short_number(x: float, _pos: object = None) -> str:
-    """An axis tick as 1.2M / 340k / 12 (no offset text such as "1e6" beside the axis)."""
-    for unit, size in (("M", 1e6), ("k", 1e3)):
-        if abs(x) >= size:
-            return f"{x / size:.3g}{unit}"
-    return f"{x:g}"
-
-
-def _bars(ax: Any, labels: list[str], values: list[int], color: str) -> None:
-    """Horizontal bars, the first at the top, each with its value after it; room is left on the
-    right for the longest value label."""
-    ys = list(range(len(values)))[::-1]
-    ax.barh(ys, values, color=color, height=0.7)
-    ax.set_yticks(ys, labels, fontsize=8)
-    top = max(values) if values and max(values) > 0 else 1
-    ax.set_xlim(0, top * 1.35)
-    ax.xaxis.set_major_formatter(_short_number)
-    for y, v in zip(ys, values, strict=True):
-        ax.text(v + top * 0.01, y, f"{v:,}", va="center", fontsize=7)
-    ax.tick_params(axis="x", labelsize=7)
+    body = []
+    for tick in ticks:
+        y = y_of(tick)
+        body.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w:.1f}" y2="{y:.1f}" stroke="#e4e4e4"/>'
+        )
+        body.append(_t(left - 4, y + 4, _short_number(tick), "end", FONT_PX - 1))
+    slot = plot_w / (hi - lo)
+    bar = slot * 0.8 / len(counts)
+    for k, cs in enumerate(counts.values()):
+        colour = COLOURS[k % len(COLOURS)]
+        for i, c in enumerate(cs[lo:hi]):
+            if c > 0:
+                x, y = left + i * slot + slot * 0.1 + k * bar, y_of(c)
+                body.append(
+                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{top + plot_h - y:.1f}" '
+                    f'fill="{colour}"><title>{html.escape(labels[i])}: {c:,}</title></rect>'
+                )
+    base = top + plot_h
+    for i, label in enumerate(labels):
+        x = left + (i + 0.5) * slot + (FONT_PX - 1) / 3
+        body.append(
+            _t(x, base + 5, label, "end", FONT_PX - 1, f' transform="rotate(-90 {x:.1f} {base + 5:.1f})"')
+        )
+    body.append(f'<line x1="{left}" y1="{base}" x2="{left + plot_w:.1f}" y2="{base}" stroke="#444"/>')
+    body.append(_t(left + plot_w / 2, base + bottom - 4, xlabel, "middle"))
+    mid = top + plot_h / 2
+    body.append(_t(FONT_PX, mid, ylabel, "middle", extra=f' transform="rotate(-90 {FONT_PX} {mid})"'))
+    if len(counts) > 1:  # legend, top right inside the plot
+        for k, name in enumerate(counts):
+            y = top + 4 + k * (FONT_PX + 4)
+            x = left + plot_w - _text_px(name) - 20
+            body.append(
+                f'<rect x="{x:.1f}" y="{y}" width="10" height="10" fill="{COLOURS[k % len(COLOURS)]}"/>'
+            )
+            body.append(_t(x + 14, y + 9, name))
+    return _figure(title, width, top + plot_h + bottom, body)
 
 
 def _funnel(stages: list[dict[str, Any]]) -> str:
-    """Documents and characters after each stage: one plot each (the stage names on both),
-    stacked, so that no panel's labels run into the other's."""
-    import matplotlib.pyplot as plt
-
+    """Documents and characters after each stage: one figure each (the stage names on both)."""
     labels = [s["label"] for s in stages]
-    out = []
-    for key, title, color in (
-        ("docs_out", "documents after each stage", "#4878a8"),
-        ("chars_out", "characters after each stage", "#6a9a58"),
-    ):
-        fig, ax = plt.subplots(figsize=(9, 0.24 * len(stages) + 0.9), layout="constrained")
-        _bars(ax, labels, [s[key] for s in stages], color)
-        ax.set_title(title, fontsize=10)
-        out.append(_svg(fig, title))
-    return "".join(out)
+    docs = _bar_figure("documents after each stage", labels, [s["docs_out"] for s in stages], COLOURS[0])
+    chars = [s["chars_out"] for s in stages]
+    return docs + _bar_figure("characters after each stage", labels, chars, COLOURS[2])
 
 
 def _drops(items: list[list[Any]]) -> str:
-    import matplotlib.pyplot as plt
-
     if not items:
         return "<p>No document was dropped.</p>"
     items = items[::-1]  # largest first, at the top
-    fig, ax = plt.subplots(figsize=(9, 0.24 * len(items) + 0.9), layout="constrained")
-    _bars(ax, [k for k, _ in items], [n for _, n in items], "#c05050")
-    ax.set_title("documents dropped, by stage and reason", fontsize=10)
-    return _svg(fig, "documents dropped, by stage and reason")
+    title = "documents dropped, by stage and reason"
+    return _bar_figure(title, [k for k, _ in items], [n for _, n in items], COLOURS[3])
 
 
 def _categories(title: str, groups: dict[str, list[list[Any]]]) -> str:
-    """One horizontal bar panel per group of (name, count) pairs (e.g. documents per language
-    and per script), side by side."""
-    import matplotlib.pyplot as plt
-
+    """One bar figure per group of (name, count) pairs (e.g. documents per language and per
+    script), side by side under one caption."""
     groups = {k: v for k, v in groups.items() if v}
     if not groups:
         return f"<p>{html.escape(title)}: no data</p>"
-    tallest = max(len(v) for v in groups.values())
-    fig, axes = plt.subplots(
-        1, len(groups), figsize=(9, 0.24 * tallest + 1.2), squeeze=False, layout="constrained"
+    figures = "".join(
+        _bar_figure(name, [str(k) for k, _ in items], [n for _, n in items], COLOURS[0], width=420)
+        for name, items in groups.items()
     )
-    for ax, (name, items) in zip(axes[0], groups.items(), strict=True):
-        _bars(ax, [str(k) for k, _ in items], [n for _, n in items], "#4878a8")
-        ax.set_title(name, fontsize=10)
-    fig.suptitle(title, fontsize=10)
-    return _svg(fig, title)
+    return f"<p class='caption'>{html.escape(title)}</p><div class='plots'>{figures}</div>"
 
 
 CATEGORY_TOP = 14  # categories drawn per group; the rest are summed as "other"
@@ -290,7 +330,6 @@ def spec_key(spec: dict[str, Any]) -> str:
 
 def render_plot(spec: dict[str, Any]) -> str:
     """The HTML of one plot (inline SVG, or a line of text when there is nothing to draw)."""
-    _style_matplotlib()
     if spec["kind"] == "funnel":
         return _funnel(spec["stages"])
     if spec["kind"] == "drops":

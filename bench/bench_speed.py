@@ -249,6 +249,30 @@ def stage_table(cases: list[Case]) -> list[str]:
     return rows
 
 
+def report(cases: list[Case], corpora: list[Path], args: argparse.Namespace) -> None:
+    """Print the tables of the cases measured so far and write them to bench/results."""
+    text = "\n".join(
+        [
+            "End to end, 2 workers unless stated (one run of each, back to back):",
+            "",
+            *summary_table(cases),
+            "",
+            "Per stage, prepare with 2 workers: CPU seconds summed over tasks, and MB of corpus text per "
+            "CPU-second; '(phase)' rows are driver phases (decide rounds, tokenizer training, finalize) "
+            "with their workers' CPU:",
+            "",
+            *stage_table(cases),
+        ]
+    )
+    print("\n" + text, flush=True)
+    flags = " ".join(
+        [*(c.name for c in corpora), f"--mb {args.mb:g}", "--tokenizers", *args.tokenizers]
+        + (["--skip-peer"] if args.skip_peer else [])
+        + (["--skip-scaling"] if args.skip_scaling else [])
+    )
+    print(write_result("speed", "Speed of prepare", f"python bench/bench_speed.py {flags}", text))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpora", type=Path, nargs="*")
@@ -276,26 +300,7 @@ def main() -> int:
             for tok in args.tokenizers:
                 print(f"  tokenizer {tok}", flush=True)
                 cases.append(run_case(name, tok, tmp, docs, nbytes / 1e6, half_bytes / 1e6, texts, args))
-    text = "\n".join(
-        [
-            "End to end, 2 workers unless stated (one run of each, back to back):",
-            "",
-            *summary_table(cases),
-            "",
-            "Per stage, prepare with 2 workers: CPU seconds summed over tasks, and MB of corpus text per "
-            "CPU-second; '(phase)' rows are driver phases (decide rounds, tokenizer training, finalize) "
-            "with their workers' CPU:",
-            "",
-            *stage_table(cases),
-        ]
-    )
-    print("\n" + text)
-    flags = " ".join(
-        [*(c.name for c in corpora), f"--mb {args.mb:g}", "--tokenizers", *args.tokenizers]
-        + (["--skip-peer"] if args.skip_peer else [])
-        + (["--skip-scaling"] if args.skip_scaling else [])
-    )
-    print(write_result("speed", "Speed of prepare", f"python bench/bench_speed.py {flags}", text))
+                report(cases, corpora, args)  # after every case: a run cut short keeps its tables
     return 0
 
 

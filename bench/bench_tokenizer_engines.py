@@ -1,4 +1,4 @@
-"""Encoding speed of the two engines for a tokenizer.json (tokenizers vs tiktoken) and id identity.
+"""Encoding speed of the engines for a tokenizer.json (tokenizers, fastokens, gigatoken) and id identity.
 
 Usage:
     python bench/bench_tokenizer_engines.py CORPUS [CORPUS ...] [--mb 20]
@@ -12,13 +12,15 @@ vocab 8192, trained as the project does on the first --train-mb MB of the first 
 For each corpus and tokenizer, in a fresh process per measurement (RAYON_NUM_THREADS must be set
 before tokenizers is imported), batches of 1000 texts:
 
-* tokenizers: ``Tokenizer.encode_batch_fast`` as HFTokenizer calls it, 1 and 2 rayon threads;
-* tiktoken:   the tiktoken engine (:mod:`dataprep.formats.fast_bpe`), 1 and 2 threads; its build
-              time (vocabulary, merges and regex translation) is printed apart.
+* tokenizers: ``Tokenizer.encode_batch_fast`` as HFTokenizer calls it (the reference);
+* fastokens:  ``encode_batch_flat`` as HFTokenizer calls it (the engine the tokenize stage uses);
+* gigatoken:  ``Tokenizer.encode_batch_list`` (a peer, measured when the package is installed:
+              ``pip install gigatoken``; not a dependency);
 
-MB/s of UTF-8 text (wall clock) and MB per CPU-second of the process, the best of --repeat runs
-(on a shared machine the CPU figure is the steadier one). Then every text is encoded by both
-engines in this process and the share of texts with identical ids is printed.
+with 1 and 2 threads (RAYON_NUM_THREADS, FASTOKENS_BPE_THREADS), load time printed apart. MB/s of
+UTF-8 text (wall clock) and MB per CPU-second of the process, the best of --repeat runs (on a
+shared machine the CPU figure is the steadier one). Then every text is encoded by each engine in
+this process and the share of texts with ids identical to tokenizers' is printed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from _measure import open_text
 
@@ -38,21 +41,17 @@ sys.path.insert(0, str(ROOT))  # this checkout's dataprep, also in the measuring
 MEASURE = r"""
 import json, sys, time
 from pathlib import Path
-from dataprep.formats.tokenizer import HFTokenizer
+sys.path.insert(0, sys.argv[5])
+from bench_tokenizer_engines import encoder
 path, engine, threads, texts_file = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 texts = [json.loads(line)["text"] for line in open(texts_file, encoding="utf-8")]
 size = sum(len(t.encode("utf-8")) for t in texts)
-tok = HFTokenizer(path)
 t0 = time.perf_counter()
-if engine == "tiktoken":
-    fast = tok._tiktoken_engine()
-    if fast is None:
-        print(json.dumps({"refused": tok.tiktoken_refused}))
-        sys.exit(0)
-    encode = lambda batch: fast.encode_batch(batch, threads)
-else:
-    encode = tok._reference
+encode = encoder(path, engine, threads)
 build = time.perf_counter() - t0
+if isinstance(encode, str):
+    print(json.dumps({"refused": encode}))
+    sys.exit(0)
 encode(texts[:200])  # warm up (thread pools)
 t0, c0 = time.perf_counter(), time.process_time()
 n = 0
@@ -61,6 +60,24 @@ for i in range(0, len(texts), 1000):
 seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"seconds": seconds, "cpu": cpu, "bytes": size, "tokens": n, "build": build}))
 """
+ENGINES = ("tokenizers", "fastokens", "gigatoken")
+
+
+def encoder(path: Path, engine: str, threads: int) -> Any:
+    """A function batch -> list of id arrays for ``engine``, or why there is none (a string)."""
+    from dataprep.formats.tokenizer import HFTokenizer
+
+    if engine == "gigatoken":
+        try:
+            import gigatoken
+        except ImportError:
+            return "gigatoken is not installed (pip install gigatoken)"
+        tok = gigatoken.Tokenizer.from_json(path.read_text(encoding="utf-8"))
+        return lambda batch: tok.encode_batch_list(batch, parallel=threads > 1)
+    hf = HFTokenizer(path)
+    if engine == "fastokens":
+        return hf._fast if hf._fastokens_engine() is not None else hf.fastokens_refused
+    return hf._reference
 
 
 def read_texts(path: Path, limit_bytes: int) -> list[str]:
@@ -80,12 +97,26 @@ def read_texts(path: Path, limit_bytes: int) -> list[str]:
 
 def measure(tokenizer: Path, engine: str, threads: int, texts_file: Path, repeat: int) -> dict:
     """Best of ``repeat`` fresh-process runs (highest MB/s)."""
-    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env = {
+        **os.environ,
+        "RAYON_NUM_THREADS": str(threads),
+        "FASTOKENS_BPE_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "true",
+    }
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(ROOT)) if p)
     best: dict = {}
     for _ in range(repeat):
         res = subprocess.run(
-            [sys.executable, "-c", MEASURE, str(tokenizer), engine, str(threads), str(texts_file)],
+            [
+                sys.executable,
+                "-c",
+                MEASURE,
+                str(tokenizer),
+                engine,
+                str(threads),
+                str(texts_file),
+                str(Path(__file__).parent),
+            ],
             env=env,
             check=True,
             capture_output=True,
@@ -99,19 +130,17 @@ def measure(tokenizer: Path, engine: str, threads: int, texts_file: Path, repeat
     return best
 
 
-def identity(tokenizer: Path, texts: list[str]) -> tuple[int, int, str]:
-    """(texts with identical ids, texts, first differing text excerpt or "")."""
-    from dataprep.formats.tokenizer import HFTokenizer
-
-    tok = HFTokenizer(tokenizer)
-    fast = tok._tiktoken_engine()
-    if fast is None:
-        return 0, len(texts), tok.tiktoken_refused
+def identity(tokenizer: Path, engine: str, texts: list[str]) -> tuple[int, int, str]:
+    """(texts whose ``engine`` ids equal tokenizers', texts, first differing text excerpt or why
+    there is no such engine)."""
+    fast, reference = encoder(tokenizer, engine, 2), encoder(tokenizer, "tokenizers", 2)
+    if isinstance(fast, str):
+        return 0, len(texts), fast
     same, first = 0, ""
     for i in range(0, len(texts), 1000):
         batch = texts[i : i + 1000]
-        for text, a, b in zip(batch, tok._reference(batch), fast.encode_batch(batch, 2), strict=True):
-            if a.tolist() == b.tolist():
+        for text, a, b in zip(batch, reference(batch), fast(batch), strict=True):
+            if list(a) == list(b):
                 same += 1
             elif not first:
                 first = text[:60]
@@ -157,29 +186,33 @@ def main() -> int:
             for label, path in tokenizers:
                 print(f"  {label}")
                 speeds = {}
-                for engine in ("tokenizers", "tiktoken"):
+                for engine in ENGINES:
                     for threads in (1, 2):
                         got = measure(path, engine, threads, texts_file, args.repeat)
                         if "refused" in got:
                             print(f"    {engine:10s} no engine: {got['refused']}")
                             break
                         speeds[engine, threads] = got["bytes"] / 1e6 / got["seconds"]
-                        build = f"  (engine built in {got['build']:.2f} s)" if engine == "tiktoken" else ""
                         plural = "s" if threads > 1 else " "
                         per_byte = got["tokens"] / got["bytes"]
                         per_cpu = got["bytes"] / 1e6 / got["cpu"]
                         print(
                             f"    {engine:10s} {threads} thread{plural} {speeds[engine, threads]:6.2f} MB/s "
-                            f"({per_cpu:5.2f} MB per CPU-second)  {per_byte:.3f} tokens/byte{build}"
+                            f"({per_cpu:5.2f} MB per CPU-second)  {per_byte:.3f} tokens/byte"
+                            f"  (loaded in {got['build']:.2f} s)"
                         )
-                for threads in (1, 2):
-                    if ("tiktoken", threads) in speeds:
-                        ratio = speeds["tiktoken", threads] / speeds["tokenizers", threads]
-                        print(f"    tiktoken / tokenizers, {threads} thread(s): {ratio:.2f}x")
-                same, n, first = identity(path, texts)
-                print(f"    identical ids: {same}/{n} texts ({100 * same / max(n, 1):.3f}%)")
-                if first:
-                    print(f"    first difference: {first!r}")
+                for engine in ENGINES[1:]:
+                    for threads in (1, 2):
+                        if (engine, threads) in speeds:
+                            ratio = speeds[engine, threads] / speeds["tokenizers", threads]
+                            print(f"    {engine} / tokenizers, {threads} thread(s): {ratio:.2f}x")
+                    same, n, first = identity(path, engine, texts)
+                    if same or not first:
+                        print(
+                            f"    {engine}: identical ids on {same}/{n} texts ({100 * same / max(n, 1):.3f}%)"
+                        )
+                    if first:
+                        print(f"    {engine}: first difference: {first!r}")
     return 0
 
 

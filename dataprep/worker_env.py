@@ -17,7 +17,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAYON_NUM_THREADS": "1",  # Rust libraries' thread pools (fastokens)
+    "FASTOKENS_BPE_THREADS": "1",
+}
 
 progress_queue: Any = None  # where a pool worker reports (documents, bytes) as its task goes
 numpy_was_loaded = False  # numpy was imported before the set-up ran (too late for OpenBLAS)

@@ -11,13 +11,16 @@ import re
 
 # The one definition of Han for every stage (inclusive code point ranges); regexes and per-code-
 # point tables are derived from it.
+HAN_COMPATIBILITY = (0xF900, 0xFAFF)  # compatibility ideographs (NFKC maps all but twelve)
 HAN_RANGES: tuple[tuple[int, int], ...] = (
     (0x2E80, 0x2FDF),  # radicals supplement, Kangxi radicals
     (0x3400, 0x4DBF),  # extension A
     (0x4E00, 0x9FFF),  # unified ideographs
-    (0xF900, 0xFAFF),  # compatibility ideographs
+    HAN_COMPATIBILITY,
     (0x20000, 0x323AF),  # extensions B-H and the compatibility supplement (planes 2 and 3)
 )
+# HAN without the radicals (symbols, category So): the ranges whose code points are Han letters.
+HAN_IDEOGRAPH_RANGES = HAN_RANGES[1:]
 HAN_BEYOND_BMP = slice(HAN_RANGES[-1][0], HAN_RANGES[-1][1] + 1)  # index of a per-code-point table
 HAN = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in HAN_RANGES)  # a regex character-class body
 KANA_HANGUL = "\u3040-\u30ff\u3100-\u312f\u31a0-\u31ff\uac00-\ud7af\u1100-\u11ff"

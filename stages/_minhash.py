@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from stages import _regional
-from stages._chars import HAN_RANGES
+from stages._chars import HAN_COMPATIBILITY, HAN_IDEOGRAPH_RANGES, HAN_RANGES
 
 VARIANTS_FILE = Path(__file__).parent / "data" / "variant_characters.tsv"
 U64 = np.uint64
@@ -88,6 +88,17 @@ def _cjk_mask() -> np.ndarray:
     mask = np.zeros(TABLE_SIZE, dtype=bool)
     for lo, hi in _CJK_RANGES:
         mask[lo : hi + 1] = True
+    return mask
+
+
+@functools.lru_cache(maxsize=1)
+def _variant_folded_mask() -> np.ndarray:
+    """bool [0x110000]: the Han letters that t2s and the variant classes may fold
+    (``_chars.HAN_IDEOGRAPH_RANGES`` but the compatibility block: NFKC already folded its
+    ideographs, and the twelve unified ones there, such as U+FA11, are left as they are)."""
+    mask = np.zeros(TABLE_SIZE, dtype=bool)
+    for lo, hi in HAN_IDEOGRAPH_RANGES:
+        mask[lo : hi + 1] = (lo, hi) != HAN_COMPATIBILITY
     return mask
 
 
@@ -182,7 +193,7 @@ def char_tables(fold_variants: bool) -> tuple[np.ndarray, np.ndarray]:
         SEPARATOR,
     )
     if fold_variants:
-        han = cps[cjk & (((folded >= 0x3400) & (folded <= 0x9FFF)) | (folded >= 0x20000))]
+        han = cps[cjk & _variant_folded_mask()[folded]]
         if len(han):
             import opencc
 

@@ -99,22 +99,23 @@ class BoilerplateSet:
         return out
 
     @staticmethod
-    def write(path: Path, parts: list[np.ndarray]) -> int:
-        """Write the concatenation of ``parts`` (KEY arrays, each sorted, in ascending key ranges)
-        as one sorted file, through a rename; returns the number of keys."""
+    def write(path: Path, parts: list[Path]) -> int:
+        """Write the concatenation of the ``.npy`` files ``parts`` (KEY arrays, each sorted, in
+        ascending key ranges) as one sorted file, through a rename, holding one part in memory at
+        a time; returns the number of keys."""
         import os
 
-        total = sum(len(p) for p in parts)
+        sizes = [len(np.load(p, mmap_mode="r")) for p in parts]
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=KEY, shape=(total,))
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=KEY, shape=(sum(sizes),))
         at = 0
-        for p in parts:
-            out[at : at + len(p)] = p
-            at += len(p)
+        for p, n in zip(parts, sizes, strict=True):
+            out[at : at + n] = np.load(p, mmap_mode="r")
+            at += n
         out.flush()
         del out
         os.replace(tmp, path)
-        return total
+        return at
 
 
 def without_boilerplate(

@@ -6,7 +6,6 @@ bounds as too_short / too_long / too_few_lines / too_many_lines (0 disables a ma
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,13 +17,11 @@ from dataprep.stats import LENGTH_EDGES
 from stages._charclass import SPACE, BatchChars, batch_chars, full_class_table
 from stages._filter_base import CleaningFilter, Columns
 
-NONEMPTY_LINE = re.compile(r"^[ \t\u3000]*\S", re.MULTILINE)
-
 
 def nonempty_lines(bc: BatchChars) -> np.ndarray:
-    """Lines matching NONEMPTY_LINE per text: lines whose first character other than space, tab
-    and U+3000 is not whitespace. Vectorised over line starts; the few lines that start with one
-    of those three characters are looked at in Python."""
+    """Non-empty lines per text: lines whose first character other than space, tab and U+3000 is
+    not whitespace. Vectorised over line starts; the few lines that start with one of those three
+    characters are looked at in Python."""
     cps = bc.cps
     line_start = np.flatnonzero(cps == 0x0A) + 1
     line_start = np.concatenate([[0], line_start[:-1]])  # (the last "\n" ends the batch)

@@ -67,11 +67,6 @@ def _line_shares(text: str, min_line_chars: int) -> tuple[float, float, float, f
     return (*_dup_shares(lines), dp, dpc)
 
 
-def line_scores(text: str, min_line_chars: int = 5) -> dict[str, float]:
-    """Duplicate line and paragraph shares; lines shorter than ``min_line_chars`` are ignored."""
-    return dict(zip(LINE_KEYS, _line_shares(text, min_line_chars), strict=True))
-
-
 @lru_cache(maxsize=1)
 def unit_table() -> np.ndarray:
     """uint8 kind of every code point: bit 1 a unit of its own (Han, kana, hangul), bit 2 a

@@ -25,7 +25,7 @@ import numpy as np
 from dataprep.document import Document
 from dataprep.stage import param, register
 from stages._charclass import ALNUM, BAD, HAN_CLASSES, SPACE, SYMBOL, batch_chars
-from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows, shares
+from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, shares
 
 
 def script_columns(texts: list[str]) -> Columns:
@@ -36,15 +36,6 @@ def script_columns(texts: list[str]) -> Columns:
     nonspace = counts.sum(axis=1) - counts[:, SPACE]
     symbols = counts[:, SYMBOL] + counts[:, BAD]
     return {"han_share": shares(han, words), "symbol_share": shares(symbols, nonspace), "nonspace": nonspace}
-
-
-def script_batch_scores(texts: list[str]) -> list[dict[str, float]]:
-    """han_share, symbol_share and nonspace of each text (see the module docstring)."""
-    return rows(script_columns(texts)) if texts else []
-
-
-def script_scores(text: str) -> dict[str, float]:
-    return script_batch_scores([text])[0]
 
 
 @dataclass

@@ -199,9 +199,9 @@ class ParagraphDedup(GlobalStage):
             repeated += r.repeated
             boilerplate += r.boilerplate
             removed += r.removed
-        parts = [np.load(job.boilerplate_file(p)) for p in range(count)]
-        keys = para.BoilerplateSet.write(ctx.work_dir / BOILERPLATE_FILE, parts)
-        del parts
+        keys = para.BoilerplateSet.write(
+            ctx.work_dir / BOILERPLATE_FILE, [job.boilerplate_file(p) for p in range(count)]
+        )
         ctx.publish(
             "boilerplate_paragraphs",
             {

@@ -17,11 +17,11 @@ Documents that encode to nothing are dropped (``no_tokens``); special-token stri
 are encoded as plain text, so an EOS id never comes from a document (a document whose ids
 contain it anyway is dropped as ``eos_in_tokens``).
 
-Engine (``engine``): a byte-level BPE tokenizer.json is encoded by tiktoken when it reproduces the
-tokenizers library's ids (the first documents of every task are encoded both ways and compared; a
-difference switches the task back to tokenizers with a warning). Counters: ``engine_tiktoken`` /
-``engine_tokenizers`` / ``engine_sentencepiece`` (texts each engine encoded), ``engine_checked``,
-``engine_mismatch``.
+Engine (``engine``): a tokenizer.json is encoded by fastokens (a compiled reader of
+tokenizer.json) when it loads the file and reproduces the tokenizers library's ids (the first
+documents of every task are encoded both ways and compared; a difference switches the task back
+to tokenizers with a warning). Counters: ``engine_fastokens`` / ``engine_tokenizers`` /
+``engine_sentencepiece`` (texts each engine encoded), ``engine_checked``, ``engine_mismatch``.
 
 Optional paragraph cuts (``paragraph_cuts_over``): a document with more tokens than that is
 encoded line by line instead, and the line boundaries (token offsets) are stored in
@@ -81,10 +81,10 @@ class TokenizeParams:
     paragraph_cuts_over: int = param(
         0, help="documents with more tokens are encoded line by line to give packing cut points (0: off)"
     )
-    engine: Literal["auto", "tokenizers", "tiktoken"] = param(
+    engine: Literal["auto", "tokenizers", "fastokens"] = param(
         "auto",
-        help="encoder of a tokenizer.json: tiktoken when it gives the same ids (checked on the first "
-        "documents of every task), the tokenizers library, or tiktoken demanded",
+        help="encoder of a tokenizer.json: fastokens when it gives the same ids (checked on the first "
+        "documents of every task), the tokenizers library, or fastokens demanded",
     )
 
     def validate(self) -> None:

@@ -104,3 +104,42 @@ def test_the_prepare_path_needs_neither_mindspore_nor_ray() -> None:
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
     assert r.stdout.strip() == "[]"
+
+
+ISOLATED_IMPORTS = """
+import importlib, os, sys
+names = sys.argv[1:]
+for name in names:  # the third-party libraries get loaded once, here (failures: below)
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass
+failed = []
+for name in names:
+    pid = os.fork()
+    if pid == 0:  # a fresh copy of every project module: only ``name`` asked for
+        for loaded in [m for m in sys.modules if m.split(".")[0] in {"dataprep", "stages"}]:
+            del sys.modules[loaded]
+        try:
+            importlib.import_module(name)
+        except BaseException as e:
+            print(f"{name}: {type(e).__name__}: {e}", flush=True)
+            os._exit(1)
+        os._exit(0)
+    if os.waitpid(pid, 0)[1]:
+        failed.append(name)
+print("failed:", " ".join(failed))
+"""
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """Each module of dataprep/ and stages/ (the prepare path) imported first, with no other project
+    module loaded: an import cycle or a missing import shows up only in some orders. (pretrain/'s
+    graph is checked by ``test_no_import_cycles``; forking a process holding MindSpore is slow.)"""
+    names = sorted(
+        n for n in _modules() if n.split(".")[0] in ("dataprep", "stages") and n != "dataprep.__main__"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", ISOLATED_IMPORTS, *names], capture_output=True, text=True, cwd=ROOT
+    )
+    assert r.stdout.strip().splitlines()[-1] == "failed:", r.stdout + r.stderr

@@ -248,7 +248,7 @@ def build_catalogue_pairs(ps: PairSet, cache: Path) -> None:
         _negatives(ps, name, "regional", made)
 
 
-def _poem_key(text: str) -> str:
+def poem_key(text: str) -> str:
     body = text.split("\n", 1)[1] if "\n" in text else text
     han = [ch for ch in t2s(body) if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"]
     return "".join(han[:10])
@@ -262,7 +262,7 @@ def build_poetry_pairs(ps: PairSet, cache: Path, limit: int) -> None:
         "yudingquantangshi": defaultdict(list),
     }
     for edition, path, title, text in poetry_editions(cache):
-        k = _poem_key(text)
+        k = poem_key(text)
         if len(k) == 10:
             by_ed[edition][k].append((path, title, text))
     q, y = by_ed["quantangshi"], by_ed["yudingquantangshi"]

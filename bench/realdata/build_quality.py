@@ -56,7 +56,7 @@ from _sources import (
     spam_assassin,
     thuocl,
 )
-from build_pairs import _poem_key
+from build_pairs import poem_key
 from fetch import BY_KEY, default_cache
 
 Doc = dict[str, Any]
@@ -226,7 +226,7 @@ def poetry(cache: Path, n: int) -> list[Doc]:
                 "poetry",
                 key="npm:chinese-poetry",
                 path=p,
-                group=f"poetry:{_poem_key(t)}",
+                group=f"poetry:{poem_key(t)}",
                 text=t,
                 lang="lzh",
                 script="Hant",

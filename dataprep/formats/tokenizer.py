@@ -41,7 +41,7 @@ PAD_CANDIDATES = ("<pad>", "<|pad|>", "<｜▁pad▁｜>", "[PAD]", "<|finetune_
 UNK_CANDIDATES = ("<unk>", "[UNK]", "<|unk|>")
 HF_FILE = "tokenizer.json"
 SPM_FILE = "tokenizer.model"
-ENGINES = ("auto", "tokenizers", "tiktoken")
+ENGINES = ("auto", "tokenizers", "fastokens")
 CHECK_DOCS = 512  # texts encoded by both engines after loading / use_engine
 CHECK_BYTES = 1 << 20  # ... or fewer, once this many UTF-8 bytes were checked
 
@@ -102,7 +102,7 @@ class TextTokenizer:
     """A loaded tokenizer: batch encoding to int32 arrays, decoding, special ids, checksum.
 
     kind: "hf" (tokenizers library) or "sentencepiece". path: the tokenizer file. engine: what
-    encodes now ("tokenizers", "tiktoken" or "sentencepiece"). threads: encoding threads (None:
+    encodes now ("tokenizers", "fastokens" or "sentencepiece"). threads: encoding threads (None:
     :func:`default_threads`).
     """
 
@@ -119,13 +119,13 @@ class TextTokenizer:
         raise NotImplementedError
 
     def use_engine(self, mode: str = "auto", check_bytes: int = CHECK_BYTES) -> None:
-        """Choose the engine ("auto", "tokenizers": the reference one, "tiktoken") and restart the
+        """Choose the engine ("auto", "tokenizers": the reference one, "fastokens") and restart the
         identity check (the next CHECK_DOCS texts, at most ``check_bytes`` UTF-8 bytes);
         TokenizerError when the mode is unknown or impossible for this file."""
         if mode not in ENGINES:
             raise TokenizerError(f"unknown tokenizer engine {mode!r}; choose one of {', '.join(ENGINES)}")
-        if mode == "tiktoken":
-            raise TokenizerError(f"{self.path}: the tiktoken engine needs a byte-level BPE tokenizer.json")
+        if mode == "fastokens":
+            raise TokenizerError(f"{self.path}: the fastokens engine needs a Hugging Face tokenizer.json")
 
     def take_counts(self) -> dict[str, int]:
         """Counters since the last call: ``engine_<name>`` texts encoded by each engine,
@@ -204,7 +204,13 @@ class TextTokenizer:
 
 
 class HFTokenizer(TextTokenizer):
-    """A Hugging Face tokenizer.json (any model: byte-level BPE, WordPiece, Unigram...)."""
+    """A Hugging Face tokenizer.json (any model: byte-level BPE, WordPiece, Unigram...).
+
+    Encoded by ``fastokens`` (a compiled reimplementation that reads tokenizer.json itself) when
+    it loads the file, else by ``tokenizers``, the reference. The ids are checked, not assumed:
+    the first CHECK_DOCS texts (at most the check budget of bytes) after loading or
+    :meth:`use_engine` are encoded by both and compared; a difference switches to tokenizers with
+    a warning naming where they part (an error when fastokens was demanded)."""
 
     kind = "hf"
 
@@ -218,11 +224,11 @@ class HFTokenizer(TextTokenizer):
             raise TokenizerError(f"{path} is not a valid Hugging Face tokenizer.json: {e}") from None
         # Special-token strings inside documents are plain text, never control ids.
         self._tok.encode_special_tokens = True
-        self._fast = hasattr(self._tok, "encode_batch_fast")
+        self._batch_fast = hasattr(self._tok, "encode_batch_fast")
         self._size: int | None = None
-        self._tiktoken: Any = None  # the tiktoken engine once built
-        self.tiktoken_refused = ""  # why there is no tiktoken engine ("" until tried, or if built)
-        self.mismatch: dict[str, Any] | None = None  # the difference that switched tiktoken off
+        self._fastokens: Any = None  # the fastokens engine once built
+        self.fastokens_refused = ""  # why there is no fastokens engine ("" until tried, or if built)
+        self.mismatch: dict[str, Any] | None = None  # the difference that switched fastokens off
         self.use_engine("auto")
 
     def use_engine(self, mode: str = "auto", check_bytes: int = CHECK_BYTES) -> None:
@@ -232,30 +238,30 @@ class HFTokenizer(TextTokenizer):
         self.mismatch = None
         self._check_docs = CHECK_DOCS
         self._check_bytes = check_bytes
-        if mode == "tiktoken" and self._tiktoken_engine() is None:
+        if mode == "fastokens" and self._fastokens_engine() is None:
             raise TokenizerError(
-                f"{self.path}: no tiktoken engine for this tokenizer: {self.tiktoken_refused}"
+                f"{self.path}: no fastokens engine for this tokenizer: {self.fastokens_refused}"
             )
 
-    def _tiktoken_engine(self) -> Any:
-        """The tiktoken engine, built on first use; None (reason in tiktoken_refused) if impossible."""
-        if self._tiktoken is None and not self.tiktoken_refused:
-            from dataprep.formats.fast_bpe import Unsupported, build_engine
-
+    def _fastokens_engine(self) -> Any:
+        """The fastokens tokenizer, built on first use; None (reason in fastokens_refused) if it
+        cannot read this tokenizer.json (an unsupported normalizer, pre-tokenizer or model)."""
+        if self._fastokens is None and not self.fastokens_refused:
             try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                self._tiktoken = build_engine(data, self._reference)
-            except Unsupported as e:
-                self.tiktoken_refused = str(e)
+                import fastokens
+
+                self._fastokens = fastokens.Tokenizer.from_file(str(self.path))
             except ImportError as e:
-                self.tiktoken_refused = f"tiktoken is not installed ({e})"
-        return self._tiktoken
+                self.fastokens_refused = f"fastokens is not installed ({e})"
+            except Exception as e:  # its loader reports what it does not support
+                self.fastokens_refused = str(e) or type(e).__name__
+        return self._fastokens
 
     @property
     def engine(self) -> str:
-        if self.mode == "tokenizers" or self.mismatch is not None or self._tiktoken_engine() is None:
+        if self.mode == "tokenizers" or self.mismatch is not None or self._fastokens_engine() is None:
             return "tokenizers"
-        return "tiktoken"
+        return "fastokens"
 
     @property
     def size(self) -> int:
@@ -265,14 +271,24 @@ class HFTokenizer(TextTokenizer):
         return self._size
 
     def _reference(self, texts: list[str]) -> list[np.ndarray]:
-        encode = self._tok.encode_batch_fast if self._fast else self._tok.encode_batch
+        encode = self._tok.encode_batch_fast if self._batch_fast else self._tok.encode_batch
         return [np.asarray(e.ids, dtype=np.int32) for e in encode(texts, add_special_tokens=False)]
+
+    def _fast(self, texts: list[str]) -> list[np.ndarray]:
+        """fastokens' ids: one flat buffer for the batch, cut into int32 views (no per-token
+        Python objects); special-token strings encoded as text, no special tokens added."""
+        flat, ends = self._fastokens.encode_batch_flat(
+            texts, add_special_tokens=False, split_special_tokens=True
+        )
+        ids = np.frombuffer(flat, dtype=np.uint32).astype(np.int32)
+        bounds = np.frombuffer(ends, dtype=np.uint64).astype(np.int64)
+        return np.split(ids, bounds[1:-1]) if len(texts) else []
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
         if self.engine == "tokenizers":
             self._counts["engine_tokenizers"] += len(texts)
             return self._reference(texts)
-        ids = self._tiktoken.encode_batch(texts, self._threads())
+        ids = self._fast(texts)
         n = 0
         while n < len(texts) and self._check_docs > 0 and self._check_bytes > 0:
             self._check_docs -= 1
@@ -287,12 +303,12 @@ class HFTokenizer(TextTokenizer):
                 self._switch_off(texts[bad], ids[bad], reference[bad])
                 self._counts["engine_tokenizers"] += len(texts)
                 return reference + self._reference(texts[n:])
-        self._counts["engine_tiktoken"] += len(texts)
+        self._counts["engine_fastokens"] += len(texts)
         return ids
 
     def _switch_off(self, text: str, fast: np.ndarray, reference: np.ndarray) -> None:
-        """Record where tiktoken's ids part from tokenizers', warn, use tokenizers from now on
-        (TokenizerError when tiktoken was demanded)."""
+        """Record where fastokens' ids part from tokenizers', warn, use tokenizers from now on
+        (TokenizerError when fastokens was demanded)."""
         k = 0
         while k < min(len(fast), len(reference)) and fast[k] == reference[k]:
             k += 1
@@ -303,16 +319,16 @@ class HFTokenizer(TextTokenizer):
         self.mismatch = {
             "position": position,
             "text": text[max(0, position - 20) : position + 20],
-            "tiktoken": [int(i) for i in fast[k : k + 5]],
+            "fastokens": [int(i) for i in fast[k : k + 5]],
             "tokenizers": [int(i) for i in reference[k : k + 5]],
         }
         message = (
-            f"{self.path}: tiktoken and tokenizers give different ids at character {position} of a "
-            f"text ({self.mismatch['text']!r}: {self.mismatch['tiktoken']} vs "
+            f"{self.path}: fastokens and tokenizers give different ids at character {position} of a "
+            f"text ({self.mismatch['text']!r}: {self.mismatch['fastokens']} vs "
             f"{self.mismatch['tokenizers']})"
         )
-        if self.mode == "tiktoken":
-            raise TokenizerError(message + "; engine 'tiktoken' was demanded")
+        if self.mode == "fastokens":
+            raise TokenizerError(message + "; engine 'fastokens' was demanded")
         warnings.warn(message + "; encoding with tokenizers from now on", RuntimeWarning, stacklevel=3)
 
     def decode(self, ids: Any) -> str:

@@ -45,7 +45,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             print(
                 "the file system is full: free space where OUT is (deduplication keeps about 3x the "
-                "corpus text there while it runs; README: 'Memory per phase'), then",
+                "corpus text there while it runs; docs/scaling-out-on-ray.md, 'Memory per phase'), then",
                 file=sys.stderr,
             )
         print("rerun the same command to resume: finished tasks are kept", file=sys.stderr)

@@ -1,19 +1,34 @@
 """The closest datatrove equivalent of the default recipe (run inside a venv with datatrove).
 
-Usage: python peer_datatrove.py INPUT_DIR WORK_DIR --tokenizer tokenizer.json --workers N
+Usage: python peer_datatrove.py INPUT_DIR WORK_DIR --tokenizer tokenizer.json --workers N [--eos-token T]
 
 Stages, in datatrove's terms: JsonlReader → FTFYFormatter (Unicode repair) → PIIFormatter →
 GopherRepetitionFilter (the repetition filter that is not English-specific) → JsonlWriter;
 then MinHash in its 4 steps (signatures on word 5-grams with datatrove's Chinese word tokenizer,
 spaCy + jieba; buckets; clustering; filtering); then DocumentTokenizer with the same
-tokenizer.json as ours. It has no Traditional→Simplified conversion, width folding, Chinese
-quality filters or packing into training rows; those are left out, which favours the peer.
+tokenizer.json as ours (its end-of-document token: --eos-token, by default the first of
+</s>, <|endoftext|>, <｜end▁of▁sentence｜> the tokenizer has). It has no Traditional→Simplified
+conversion, width folding, Chinese quality filters or packing into training rows; those are left
+out, which favours the peer.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+EOS_CANDIDATES = ("</s>", "<|endoftext|>", "<｜end▁of▁sentence｜>")
+
+
+def eos_token_of(tokenizer_json: str) -> str:
+    """The first of EOS_CANDIDATES the tokenizer knows (datatrove needs one that exists)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer_json)
+    for candidate in EOS_CANDIDATES:
+        if tok.token_to_id(candidate) is not None:
+            return candidate
+    raise SystemExit(f"{tokenizer_json}: none of {EOS_CANDIDATES} is a token; give --eos-token")
 
 
 def main() -> None:
@@ -23,7 +38,9 @@ def main() -> None:
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--language", default="zh")
+    ap.add_argument("--eos-token", default=None)
     args = ap.parse_args()
+    eos = args.eos_token or eos_token_of(args.tokenizer)
 
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup import MinhashDedupSignature
@@ -98,7 +115,7 @@ def main() -> None:
             DocumentTokenizer(
                 output_folder=str(work / "tokens"),
                 tokenizer_name_or_path=args.tokenizer,
-                eos_token="</s>",
+                eos_token=eos,
                 shuffle_documents=False,
             ),
         ],

@@ -44,6 +44,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench_train_loader.py", []),
     ("bench_end_to_end.py", ["{zh_poetry.jsonl.gz}", "--repeat", "2"]),
     ("bench_throughput.py", ["{zh_poetry.jsonl.gz}", "{zh_mixed.jsonl.gz}"]),
+    ("bench_speed.py", ["{zh_poetry.jsonl.gz}", "{zh_mixed.jsonl.gz}"]),
 ]
 STAND_INS = {
     "zh_poetry.jsonl.gz": SAMPLE / "poetry" / "tang_two_editions.jsonl.zst",

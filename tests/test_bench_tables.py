@@ -78,3 +78,27 @@ def test_result_table_prints_ceilings_and_ray_alone_apart_from_the_runs() -> Non
     assert _row(text, "ray / local (2 CPUs, Ray started by the run)")[4] == "0.83"
     assert f"{e2e.RAY_ALONE}: 4.0 s" in text
     assert not any(line.startswith(f"| {e2e.RAY_ALONE}") for line in text.splitlines())
+
+
+def test_speed_table_ratios_and_scaling_beyond_half() -> None:
+    import bench_speed as speed
+
+    # 40 MB; per MB: 1 worker 1.0 s, 2 workers 0.5 s; fixed: 6 s at both
+    case = speed.Case("zh_poetry", "deepseek", 1000, 40.0, 20.0)
+    case.runs = {
+        "2w": Measured(26.0, 700.0, 0, "", 20.0),
+        "1w": Measured(46.0, 0.0, 0, "", 19.0),
+        "half 2w": Measured(16.0, 0.0, 0, "", 10.0),
+        "half 1w": Measured(26.0, 0.0, 0, "", 10.0),
+        "HF": Measured(39.0, 0.0, 0, "", 40.0),
+        "datatrove": Measured(130.0, 0.0, 0, "", 1.0),
+    }
+    case.timings = {"task_cpu_seconds": {"normalize": 4.0}, "cpu_seconds": {"pass0": 9.0, "decide.pack": 2.0}}
+    row = _row("\n".join(speed.summary_table([case])), "zh_poetry")
+    # MB per CPU-s, prepare / HF (wall, CPU), ours / datatrove, 2w / 1w whole and beyond half
+    assert row[5] == "2.00" and row[9:11] == ["1.50", "2.00"] and row[12] == "5.00"
+    assert row[14:16] == ["1.77", "2.00"]
+    stages = "\n".join(speed.stage_table([case]))
+    assert _row(stages, "normalize")[1:] == ["4.00", "10.0"]
+    assert _row(stages, "decide.pack (phase)")[1:] == ["2.00", "20.0"]
+    assert "pass0" not in stages  # a pass's CPU is its stages' and its I/O, listed per stage

@@ -1,0 +1,62 @@
+"""MindRecord's writer imported alone (as the pool workers do) writes the very bytes of the full
+MindSpore import, loads none of MindSpore's training modules, and steps aside when MindSpore is
+already imported."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+WRITE = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from dataprep.formats import mindrecord_shards
+from dataprep.formats.mindrecord import MindRecordFile
+from dataprep.formats.rows import RowBatch
+alone = mindrecord_shards.import_mindrecord_alone() if sys.argv[2] == "alone" else False
+if not alone:
+    import mindspore.mindrecord
+rng = np.random.default_rng(0)
+f = MindRecordFile(Path(sys.argv[1]), with_loss_mask=False)
+for _ in range(3):
+    tokens = rng.integers(0, 50000, size=(64, 33)).astype(np.int32)
+    f.write(RowBatch(tokens, np.tile(np.array([10, 33], np.int32), 64), np.full(64, 2, np.int32)))
+f.commit()
+again = mindrecord_shards.import_mindrecord_alone()
+print(json.dumps({"alone": alone, "nn": "mindspore.nn" in sys.modules, "again": again}))
+"""
+
+
+def _write(path: Path, mode: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", WRITE, str(path), mode],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_writer_imported_alone_writes_the_same_bytes(tmp_path: Path) -> None:
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "full").mkdir()
+    alone = _write(tmp_path / "alone" / "x.mindrecord", "alone")
+    full = _write(tmp_path / "full" / "x.mindrecord", "full")
+    assert alone == {"alone": True, "nn": False, "again": True}
+    # with MindSpore imported in full, the bare import steps aside
+    assert full == {"alone": False, "nn": True, "again": False}
+    for name in ("x.mindrecord", "x.mindrecord.db"):
+        assert _sha(tmp_path / "alone" / name) == _sha(tmp_path / "full" / name)

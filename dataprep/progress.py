@@ -67,10 +67,16 @@ def phase_bar(
 ) -> Any:
     """A tqdm bar on stderr for one phase of driver-side work (e.g. a global stage's decide),
     refreshed like :class:`Progress`: twice a second on a terminal, every 15 s in a log; nothing
-    when ``quiet`` (pass ``DriverContext.quiet``)."""
+    when ``quiet`` (pass ``DriverContext.quiet``). Without a ``total`` (rounds whose number is not
+    known ahead) it shows the current step's description and the time so far, no count;
+    ``set_description`` replaces the title as it is (no ": " appended)."""
     from tqdm import tqdm
 
-    return tqdm(
+    class PhaseBar(tqdm):  # type: ignore[misc, type-arg]
+        def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+            self.set_description_str(desc, refresh)
+
+    return PhaseBar(
         total=total,
         desc=title,
         unit=unit,
@@ -80,4 +86,5 @@ def phase_bar(
         mininterval=0.5 if sys.stderr.isatty() else 15.0,
         dynamic_ncols=True,
         leave=True,
+        bar_format=None if total is not None else "{desc} [{elapsed}]",
     )

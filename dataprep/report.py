@@ -2,7 +2,8 @@
 
 Plots: the funnel of documents and characters through the stages, drops by reason, document
 length before and after, one plot per histogram a stage recorded (filter scores, cluster
-sizes), and the examples stages recorded (e.g. duplicate clusters, members side by side).
+sizes), documents per language and script (counters ``lang.*`` and ``script.*``, e.g. of
+lang_id), and the examples stages recorded (e.g. duplicate clusters, members side by side).
 ``dataprep report OUT`` rebuilds it from the JSON files alone.
 
 Each plot is described by a *spec* (:func:`plot_specs`: plain JSON data, everything the plot
@@ -103,6 +104,47 @@ def _drops(items: list[list[Any]]) -> str:
     return _png(fig)
 
 
+def _categories(title: str, groups: dict[str, list[list[Any]]]) -> str:
+    """One horizontal bar panel per group of (name, count) pairs (e.g. documents per language
+    and per script), side by side."""
+    import matplotlib.pyplot as plt
+
+    groups = {k: v for k, v in groups.items() if v}
+    if not groups:
+        return f"<p>{html.escape(title)}: no data</p>"
+    tallest = max(len(v) for v in groups.values())
+    fig, axes = plt.subplots(1, len(groups), figsize=(10, 0.28 * tallest + 1.2), squeeze=False)
+    for ax, (name, items) in zip(axes[0], groups.items(), strict=True):
+        labels = [str(k) for k, _ in items][::-1]
+        values = [n for _, n in items][::-1]
+        ax.barh(labels, values, color="#4878a8")
+        for y, v in enumerate(values):
+            ax.text(v, y, f" {v:,}", va="center", fontsize=7)
+        ax.set_title(name, fontsize=10)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.margins(x=0.15)
+    fig.suptitle(title, y=1.0)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return _png(fig, title)
+
+
+CATEGORY_TOP = 14  # categories drawn per group; the rest are summed as "other"
+CATEGORY_PREFIXES = ("lang.", "script.")
+
+
+def _category_items(counters: dict[str, int], prefix: str) -> list[list[Any]]:
+    """(name, count) of the counters named ``prefix`` + name, largest first, the ones beyond
+    CATEGORY_TOP summed as "other (N)"."""
+    items = sorted(
+        ([k[len(prefix) :], v] for k, v in counters.items() if k.startswith(prefix)),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
+    if len(items) > CATEGORY_TOP:
+        rest = items[CATEGORY_TOP - 1 :]
+        items = [*items[: CATEGORY_TOP - 1], [f"other ({len(rest)})", sum(v for _, v in rest)]]
+    return items
+
+
 def _table(rows: list[list[Any]], header: list[str]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
@@ -172,6 +214,17 @@ def plot_specs(stats: dict[str, Any]) -> list[dict[str, Any]]:
         },
     ]
     for s in stages:
+        if any(k.startswith("lang.") for k in s["counters"]):  # lang_id: documents per language
+            specs.append(
+                {
+                    "kind": "categories",
+                    "title": f"{s['label']}: documents per language and script (before its drops)",
+                    "groups": {
+                        "language": _category_items(s["counters"], "lang."),
+                        "script": _category_items(s["counters"], "script."),
+                    },
+                }
+            )
         for name, h in s["histograms"].items():
             if s["label"] == "read" and name == "length_chars":
                 continue
@@ -195,6 +248,8 @@ def render_plot(spec: dict[str, Any]) -> str:
         return _funnel(spec["stages"])
     if spec["kind"] == "drops":
         return _drops(spec["items"])
+    if spec["kind"] == "categories":
+        return _categories(spec["title"], spec["groups"])
     return _hist_plot(spec["title"], spec["series"], spec["xlabel"], spec["ylabel"])
 
 
@@ -245,7 +300,12 @@ def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str
         "<h2>Document length</h2>",
         lengths,
     ]
-    counters = [[s["label"], k, v] for s in stages for k, v in s["counters"].items()]
+    counters = [  # per-language and per-script counts are drawn (categories plot), not listed
+        [s["label"], k, v]
+        for s in stages
+        for k, v in s["counters"].items()
+        if not k.startswith(CATEGORY_PREFIXES)
+    ]
     if counters:
         parts += ["<h2>Counters</h2>", _table(counters, ["stage", "counter", "value"])]
     parts += histograms

@@ -14,6 +14,7 @@ DATA = Path(__file__).parent / "data"
 # the cleaning stages of the default recipe, in order
 CLEANING = [
     "html_to_text",
+    "lang_id",
     "normalize",
     "hostile_content",
     "boilerplate",

@@ -28,6 +28,10 @@ def test_default_recipe_reports_cleaning(tmp_path: Path) -> None:
     stats = prepare([str(ROOT / "sample_corpus")], out, recipe, workers=2, quiet=True)
     stages = {s["label"]: s for s in stats["stages"]}
     assert stages["html_to_text"]["counters"]["emails"] > 200
+    lang = stages["lang_id"]["counters"]
+    assert lang["lang.zh"] > 1000 and lang["lang.en"] > 100 and lang["script.Hant"] > 100  # Tang poems
+    assert sum(v for k, v in lang.items() if k.startswith("lang.")) == stages["lang_id"]["docs_in"]
+    assert all(r.startswith("lang:") for r in stages["lang_id"]["drops"])
     assert stages["normalize"]["counters"]["opencc_changed"] > 500  # Traditional Tang poems
     assert stages["boilerplate"]["counters"]["lines_removed.prompt"] > 0
     assert stages["pii"]["counters"]["pii.email"] > 0
@@ -38,6 +42,7 @@ def test_default_recipe_reports_cleaning(tmp_path: Path) -> None:
             assert hists and all(sum(h["counts"]) == stages[name]["docs_in"] for h in hists.values())
     report = html.unescape((out / "report.html").read_text(encoding="utf-8"))
     for name in (
+        "lang_id: documents per language and script",
         "filter_script: han_share",
         "filter_repetition: top_2gram",
         "filter_garbled: rare_han_share",

@@ -100,3 +100,17 @@ def test_a_full_disk_stops_the_run_with_what_to_do_and_the_rerun_resumes(
     assert main(argv[:-1]) == 0  # not quiet: it says it resumes
     assert "resuming the run" in capsys.readouterr().err
     assert (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_a_phase_without_a_total_shows_its_step_and_time_not_a_count(capsys) -> None:
+    from dataprep.progress import phase_bar
+
+    bar = phase_bar("minhash_dedup: indexing", None, "round")
+    bar.update(1)
+    bar.set_description("minhash_dedup: verifying pairs")
+    bar.update(1)
+    bar.close()
+    err = capsys.readouterr().err.replace("\r", "\n")
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith("minhash_dedup: verifying pairs [")
+    assert "round" not in err and ": :" not in err and "pairs:" not in err

@@ -13,9 +13,9 @@ for Latin text; fastText's subword n-grams are off (``minn = maxn = 0``).
 Labels: ``__label__hq`` (positive, "quality") and ``__label__lq``; the score of a text is the
 model's probability of ``hq``, in [0, 1].
 
-Prediction uses only ``fasttext.load_model(path).predict(list_of_lines, k=-1)``, which both
-``fasttext-predict`` (a runtime dependency) and ``fasttext-wheel`` (training, the ``train`` extra)
-provide under the module name ``fasttext``.
+Prediction goes through ``stages/_fasttext`` (what ``fasttext-predict``, a runtime dependency, and
+``fasttext-wheel``, training, the ``train`` extra, both provide under the module name
+``fasttext``).
 """
 
 from __future__ import annotations
@@ -98,30 +98,28 @@ def feature_lines(texts: list[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[
 
 
 def _quiet_fasttext() -> Any:
-    import fasttext
+    from stages._fasttext import module
 
-    if hasattr(fasttext, "FastText") and hasattr(fasttext.FastText, "eprint"):
-        fasttext.FastText.eprint = lambda *a, **k: None  # the load_model warning of fasttext-wheel
-    return fasttext
+    return module()
 
 
 def load_model(path: str | Path) -> Any:
     """The fastText model at ``path`` (a .bin or quantized .ftz)."""
-    return _quiet_fasttext().load_model(str(path))
+    from stages._fasttext import load_model as _load
+
+    return _load(str(path))
 
 
-def predict_scores(model: Any, lines: list[str], batch: int = 4096) -> np.ndarray:
+def predict_scores(model: Any, lines: list[str]) -> np.ndarray:
     """float64 [len(lines)]: the probability of ``__label__hq`` for every feature line."""
+    from stages._fasttext import predict
+
     out = np.zeros(len(lines), dtype=np.float64)
-    for s in range(0, len(lines), batch):
-        labels, probs = model.predict(lines[s : s + batch], k=-1, threshold=0.0)
-        for j, (labs, ps) in enumerate(zip(labels, probs, strict=True)):
-            p = 0.0
-            for lab, q in zip(labs, ps, strict=True):
-                if lab == POSITIVE:
-                    p = float(q)
-                    break
-            out[s + j] = p
+    for j, pairs in enumerate(predict(model, lines, -1)):
+        for q, lab in pairs:
+            if lab == POSITIVE:
+                out[j] = q
+                break
     return np.clip(out, 0.0, 1.0)
 
 

@@ -283,13 +283,14 @@ def model_path(configured: str) -> Path:
 
 @lru_cache(maxsize=4)
 def load_model(path: str) -> Any:
+    from stages._fasttext import load_model as load_fasttext
+
     try:
-        import fasttext  # fasttext-predict: the prediction half of fastText, no training library
+        return load_fasttext(path)  # fasttext-predict or fasttext-wheel: see stages/_fasttext
     except ImportError:
         raise RecipeError(
             "lang_id needs the package fasttext-predict (pip install -e . installs it)"
         ) from None
-    return fasttext.load_model(path)
 
 
 _ASCII_UPPER = bytes(range(0x41, 0x5B))

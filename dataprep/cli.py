@@ -147,7 +147,14 @@ def _cmd_train_tokenizer(args: argparse.Namespace) -> int:
 def _cmd_train_quality(args: argparse.Namespace) -> int:
     from stages._quality_model import TrainOptions, train_quality_command
 
-    options = TrainOptions(epoch=args.epoch, dim=args.dim, word_ngrams=args.word_ngrams, seed=args.seed)
+    options = TrainOptions(
+        epoch=args.epoch,
+        dim=args.dim,
+        word_ngrams=args.word_ngrams,
+        seed=args.seed,
+        bucket=args.bucket,
+        cutoff=args.cutoff,
+    )
     try:
         return train_quality_command(
             args.positive,
@@ -261,6 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", type=int, default=32)
     p.add_argument("--word-ngrams", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bucket", type=int, default=1 << 19, help="hash buckets of the word bigrams")
+    p.add_argument(
+        "--cutoff", type=int, default=100_000, help="words and bigrams kept in the quantized .ftz (its size)"
+    )
     p.set_defaults(func=_cmd_train_quality)
     return ap
 

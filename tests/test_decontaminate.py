@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import opencc
+import pyarrow.parquet as pq
 import pytest
 import zstandard
 
 from dataprep.document import Document, Drop
+from dataprep.recipe import load_recipe
 from dataprep.stage import DriverContext, StageContext, build_params, get
 from dataprep.stats import StageStats
 from stages.decontaminate import DecontaminateParams
 
 try:
-    from .conftest import run, stage_stats, write_recipe
+    from .conftest import REPO, run, stage_stats, write_recipe
 except ImportError:
-    from conftest import run, stage_stats, write_recipe  # type: ignore[no-redef]
+    from conftest import REPO, run, stage_stats, write_recipe  # type: ignore[no-redef]
 
 N_CJK = next(f.default for f in dataclasses.fields(DecontaminateParams) if f.name == "ngram_cjk")
 N_WORD = next(f.default for f in dataclasses.fields(DecontaminateParams) if f.name == "ngram_word")
@@ -259,3 +262,33 @@ def test_a_run_counts_per_benchmark_and_rejected_names_item_and_place(tmp_path: 
         assert (m["benchmark"], m["item"]) == ("bench", item["id"])
         assert m["end"] > m["start"] >= 0
         assert item["id"] in records[rid]["detail"]
+
+
+def test_the_example_recipe_finds_the_poems_its_sample_benchmark_quotes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)  # the recipe names its eval sets relative to the repository
+    spec = next(s for s in load_recipe("quality").stages if s.name == "decontaminate")
+    stage = spec.build()
+    work = tmp_path / "work"
+    work.mkdir()
+    driver = StageStats()
+    stage.setup(DriverContext(work, work, ["0"], 0, {}, driver, label="decontaminate"))
+    ctx = StageContext(stats=StageStats(), work_dir=work)
+    stage.begin_task(ctx)
+    docs = pq.read_table(REPO / "sample_corpus" / "poetry" / "songci.parquet").to_pylist()
+    results = stage.process([Document(id=d["id"], text=d["text"]) for d in docs], ctx)
+    found = {r.doc.id: {m["item"] for m in r.extra["matches"]} for r in results if isinstance(r, Drop)}
+    # expected, independently: the quoted verse of an item (“...”) inside a poem, punctuation aside
+    bare = re.compile(r"[\W_]+")
+    rows = [json.loads(x) for x in (REPO / "sample_corpus" / ".eval" / "sample_benchmark.jsonl").open()]
+    expected: dict[str, set[str]] = {}
+    for row in rows:
+        for quote in re.findall(r"“([^”]+)”", row.get("question", "")):
+            for d in docs:
+                if bare.sub("", quote) in bare.sub("", d["text"]):
+                    expected.setdefault(d["id"], set()).add(row["id"])
+    assert expected and found == expected
+    complete = [r for r in rows if all(r.get(f) for f in ("question", "choices", "answer"))]
+    assert driver.counters["items.sample_benchmark"] == len(complete)
+    assert driver.counters["items_skipped.sample_benchmark"] == len(rows) - len(complete)

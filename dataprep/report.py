@@ -1,10 +1,15 @@
-"""report.html: one self-contained page (PNG plots embedded) built from stats.json and manifest.json.
+"""report.html: one self-contained page (SVG plots inline) built from stats.json, manifest.json
+and the first records of OUT/rejected.
 
-Plots: the funnel of documents and characters through the stages, drops by reason, document
-length before and after, one plot per histogram a stage recorded (filter scores, cluster
-sizes), documents per language and script (counters ``lang.*`` and ``script.*``, e.g. of
-lang_id), and the examples stages recorded (e.g. duplicate clusters, members side by side).
-``dataprep report OUT`` rebuilds it from the JSON files alone.
+The page: a summary, the funnel of documents and characters through the stages, drops by stage
+and reason (a plot, then a table whose rows open on example documents, where the first one came
+from, their score and detail), document length before and after, documents per language and
+script (counters ``lang.*`` and ``script.*`` of lang_id), then one section per stage with its
+counters, one plot per histogram it recorded (filter scores, cluster sizes) and the examples it
+recorded (e.g. duplicate clusters, members side by side with what differs marked), input
+problems and the manifest. Plots are SVG with their text as text (a browser lays it out:
+tests/test_report_browser.py checks in Chromium that no two labels overlap). ``dataprep report
+OUT`` rebuilds it from the files alone.
 
 Each plot is described by a *spec* (:func:`plot_specs`: plain JSON data, everything the plot
 shows) and drawn by :func:`render_plot`, a pure function of its spec. So plots can be drawn ahead
@@ -15,7 +20,6 @@ the page is the same whichever process drew it.
 
 from __future__ import annotations
 
-import base64
 import html
 import io
 import json
@@ -24,18 +28,34 @@ from typing import Any
 
 from dataprep.io import write_text_atomic
 
+FONT = "DejaVu Sans"  # matplotlib's own font: the browser lays the labels out with the same metrics
+EXAMPLES_PER_REASON = 3
+REJECTED_SCAN = 20_000  # records read per rejected/ file at most, looking for examples
+LOG_SCALE_RATIO = (
+    50  # a histogram whose largest bin is this many times its smallest non-empty one is drawn on a log scale
+)
 
-def _png(fig: Any, alt: str = "plot", tight: bool = True) -> str:
-    """The figure as an embedded PNG. ``tight`` crops to the drawn content, which costs a second
-    draw; figures laid out with fixed margins pass False (half the time)."""
-    buf = io.BytesIO()
-    bbox = "tight" if tight else None
-    fig.savefig(buf, format="png", dpi=90, bbox_inches=bbox, metadata={"Software": None})
+
+def _svg(fig: Any, alt: str = "plot") -> str:
+    """The figure as inline SVG whose text stays text (a browser renders and lays it out, a
+    reader can select it), without the XML prologue; deterministic (fixed ids, no date)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode()
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]
+    return f'<figure role="img" aria-label="{html.escape(alt)}">{svg}</figure>'
+
+
+def _style_matplotlib() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update(
+        {"svg.fonttype": "none", "svg.hashsalt": "dataprep", "font.family": FONT, "font.size": 9}
+    )
 
 
 def _bin_labels(edges: list[float]) -> list[str]:
@@ -59,36 +79,63 @@ def _hist_plot(title: str, series: dict[str, dict[str, Any]], xlabel: str, ylabe
         return f"<p>{html.escape(title)}: no data</p>"
     lo, hi = nonzero[0], nonzero[-1] + 1
     labels = _bin_labels(first["edges"])[lo:hi]
-    fig, ax = plt.subplots(figsize=(8, 3))
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.88, bottom=0.3)  # bin labels are <= 8 chars
+    fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")  # one size: plots sit side by side
     width = 0.8 / len(series)
     x = np.arange(hi - lo)
     for i, (name, c) in enumerate(counts.items()):
         ax.bar(x + i * width, c[lo:hi], width=width, label=name)
-    ax.set_xticks(x + width * (len(series) - 1) / 2, labels, rotation=60, fontsize=7)
+    ax.set_xticks(x + width * (len(series) - 1) / 2, labels, rotation=90, fontsize=7)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
+    positive = np.concatenate([c[c > 0] for c in counts.values()])
+    if positive.max() >= LOG_SCALE_RATIO * positive.min():  # a few outliers beside one big bin
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.5)  # a bin of one document stays visible
+        ylabel += " (log scale)"
     ax.set_ylabel(ylabel)
     if len(series) > 1:
-        ax.legend()
-    return _png(fig, title, tight=False)
+        ax.legend(fontsize=8)
+    return _svg(fig, title)
+
+
+def _short_number(x: float, _pos: object = None) -> str:
+    """An axis tick as 1.2M / 340k / 12 (no offset text such as "1e6" beside the axis)."""
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:g}"
+
+
+def _bars(ax: Any, labels: list[str], values: list[int], color: str) -> None:
+    """Horizontal bars, the first at the top, each with its value after it; room is left on the
+    right for the longest value label."""
+    ys = list(range(len(values)))[::-1]
+    ax.barh(ys, values, color=color, height=0.7)
+    ax.set_yticks(ys, labels, fontsize=8)
+    top = max(values) if values and max(values) > 0 else 1
+    ax.set_xlim(0, top * 1.35)
+    ax.xaxis.set_major_formatter(_short_number)
+    for y, v in zip(ys, values, strict=True):
+        ax.text(v + top * 0.01, y, f"{v:,}", va="center", fontsize=7)
+    ax.tick_params(axis="x", labelsize=7)
 
 
 def _funnel(stages: list[dict[str, Any]]) -> str:
+    """Documents and characters after each stage: one plot each (the stage names on both),
+    stacked, so that no panel's labels run into the other's."""
     import matplotlib.pyplot as plt
 
     labels = [s["label"] for s in stages]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3))
-    for ax, key, title in (
-        (axes[0], "docs_out", "documents after each stage"),
-        (axes[1], "chars_out", "characters after each stage"),
+    out = []
+    for key, title, color in (
+        ("docs_out", "documents after each stage", "#4878a8"),
+        ("chars_out", "characters after each stage", "#6a9a58"),
     ):
-        values = [s[key] for s in stages]
-        ax.barh(labels[::-1], values[::-1], color="#4878a8")
-        ax.set_title(title)
-        for y, v in enumerate(values[::-1]):
-            ax.text(v, y, f" {v:,}", va="center", fontsize=7)
-    return _png(fig)
+        fig, ax = plt.subplots(figsize=(9, 0.24 * len(stages) + 0.9), layout="constrained")
+        _bars(ax, labels, [s[key] for s in stages], color)
+        ax.set_title(title, fontsize=10)
+        out.append(_svg(fig, title))
+    return "".join(out)
 
 
 def _drops(items: list[list[Any]]) -> str:
@@ -96,12 +143,11 @@ def _drops(items: list[list[Any]]) -> str:
 
     if not items:
         return "<p>No document was dropped.</p>"
-    fig, ax = plt.subplots(figsize=(8, 0.4 * len(items) + 1))
-    ax.barh([k for k, _ in items], [n for _, n in items], color="#c05050")
-    for y, (_, n) in enumerate(items):
-        ax.text(n, y, f" {n:,}", va="center", fontsize=7)
-    ax.set_title("documents dropped, by stage and reason")
-    return _png(fig)
+    items = items[::-1]  # largest first, at the top
+    fig, ax = plt.subplots(figsize=(9, 0.24 * len(items) + 0.9), layout="constrained")
+    _bars(ax, [k for k, _ in items], [n for _, n in items], "#c05050")
+    ax.set_title("documents dropped, by stage and reason", fontsize=10)
+    return _svg(fig, "documents dropped, by stage and reason")
 
 
 def _categories(title: str, groups: dict[str, list[list[Any]]]) -> str:
@@ -113,19 +159,14 @@ def _categories(title: str, groups: dict[str, list[list[Any]]]) -> str:
     if not groups:
         return f"<p>{html.escape(title)}: no data</p>"
     tallest = max(len(v) for v in groups.values())
-    fig, axes = plt.subplots(1, len(groups), figsize=(10, 0.28 * tallest + 1.2), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(groups), figsize=(9, 0.24 * tallest + 1.2), squeeze=False, layout="constrained"
+    )
     for ax, (name, items) in zip(axes[0], groups.items(), strict=True):
-        labels = [str(k) for k, _ in items][::-1]
-        values = [n for _, n in items][::-1]
-        ax.barh(labels, values, color="#4878a8")
-        for y, v in enumerate(values):
-            ax.text(v, y, f" {v:,}", va="center", fontsize=7)
+        _bars(ax, [str(k) for k, _ in items], [n for _, n in items], "#4878a8")
         ax.set_title(name, fontsize=10)
-        ax.tick_params(axis="y", labelsize=8)
-        ax.margins(x=0.15)
-    fig.suptitle(title, y=1.0)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
-    return _png(fig, title)
+    fig.suptitle(title, fontsize=10)
+    return _svg(fig, title)
 
 
 CATEGORY_TOP = 14  # categories drawn per group; the rest are summed as "other"
@@ -218,6 +259,7 @@ def plot_specs(stats: dict[str, Any]) -> list[dict[str, Any]]:
             specs.append(
                 {
                     "kind": "categories",
+                    "stage": s["label"],
                     "title": f"{s['label']}: documents per language and script (before its drops)",
                     "groups": {
                         "language": _category_items(s["counters"], "lang."),
@@ -230,7 +272,14 @@ def plot_specs(stats: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             title = f"{s['label']}: {name}"
             specs.append(
-                {"kind": "hist", "title": title, "series": {name: h}, "xlabel": name, "ylabel": "count"}
+                {
+                    "kind": "hist",
+                    "stage": s["label"],
+                    "title": title,
+                    "series": {name: h},
+                    "xlabel": name,
+                    "ylabel": "count",
+                }
             )
     return specs
 
@@ -240,10 +289,8 @@ def spec_key(spec: dict[str, Any]) -> str:
 
 
 def render_plot(spec: dict[str, Any]) -> str:
-    """The HTML of one plot (an embedded PNG, or a line of text when there is nothing to draw)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """The HTML of one plot (inline SVG, or a line of text when there is nothing to draw)."""
+    _style_matplotlib()
     if spec["kind"] == "funnel":
         return _funnel(spec["stages"])
     if spec["kind"] == "drops":
@@ -258,60 +305,152 @@ def render_plots(specs: list[dict[str, Any]]) -> dict[str, str]:
     return {spec_key(spec): render_plot(spec) for spec in specs}
 
 
-def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str] | None = None) -> str:
-    """The page. ``drawn``: plots drawn ahead of time (:func:`render_plots`); a plot whose spec
-    is not among them is drawn here."""
-    drawn = drawn or {}
-    plots = [drawn.get(spec_key(spec)) or render_plot(spec) for spec in plot_specs(stats)]
-    funnel, drops, lengths, *histograms = plots
-    stages = stats["stages"]
+def _drop_table(stats: dict[str, Any], examples: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
+    """Drops by stage and reason, largest first: count, share of the documents read, where the
+    first one came from; each row opens (``<details>``) on example documents: id, score, detail
+    and the start of the text."""
+    read = max(stats["totals"]["docs_in"], 1)
+    rows = sorted(
+        (
+            (s["label"], r, n, s.get("first_drop", {}).get(r, ""))
+            for s in stats["stages"]
+            for r, n in s["drops"].items()
+        ),
+        key=lambda x: -x[2],
+    )
+    if not rows:
+        return ""
+    out = [
+        "<table class='drops'><tr><th>stage / reason</th><th>documents</th><th>of read</th>"
+        "<th>first</th></tr>"
+    ]
+    for label, reason, n, first in rows:
+        found = examples.get((label, reason), [])
+        cell = html.escape(f"{label} / {reason}")
+        if found:
+            items = "".join(
+                "<div class='example'><div class='meta'>"
+                + html.escape(
+                    " · ".join(
+                        str(x)
+                        for x in (
+                            rec.get("id", ""),
+                            f"score {rec['score']:.4g}" if isinstance(rec.get("score"), int | float) else "",
+                            rec.get("detail", ""),
+                        )
+                        if x
+                    )
+                )
+                + f"</div><pre>{html.escape(str(rec.get('text', ''))[:600])}</pre></div>"
+                for rec in found
+            )
+            cell = f"<details><summary>{cell}</summary>{items}</details>"
+        out.append(
+            f"<tr><td class='reason'>{cell}</td><td>{n:,}</td><td>{100 * n / read:.2f}%</td>"
+            f"<td class='where'>{html.escape(first)}</td></tr>"
+        )
+    return "".join(out) + "</table>"
+
+
+def _cards(stats: dict[str, Any]) -> str:
     totals = stats["totals"]
+    read = totals["docs_in"]
+    kept = totals["kept"]
+    cards = [
+        ("documents read", f"{read:,}"),
+        ("kept", f"{kept:,}" + (f" ({100 * kept / read:.1f}%)" if read else "")),
+        ("dropped", f"{totals['dropped']:,}"),
+        ("input", f"{stats['input']['files']} files, {stats['input']['bytes'] / 1e6:,.1f} MB"),
+        ("tasks", f"{stats['input']['tasks']}"),
+    ]
+    return (
+        "<div class='cards'>"
+        + "".join(
+            f"<div class='card'><div class='value'>{html.escape(v)}</div>"
+            f"<div class='name'>{html.escape(k)}</div></div>"
+            for k, v in cards
+        )
+        + "</div>"
+    )
+
+
+def render(
+    stats: dict[str, Any],
+    manifest: dict[str, Any],
+    drawn: dict[str, str] | None = None,
+    examples: dict[tuple[str, str], list[dict[str, Any]]] | None = None,
+) -> str:
+    """The page. ``drawn``: plots drawn ahead of time (:func:`render_plots`); a plot whose spec
+    is not among them is drawn here. ``examples``: rejected records per (stage label, reason)
+    (:func:`rejected_examples`)."""
+    drawn = drawn or {}
+    specs = plot_specs(stats)
+    plots = [drawn.get(spec_key(spec)) or render_plot(spec) for spec in specs]
+    funnel, drops, lengths = plots[:3]
+    wide: dict[str, list[str]] = {}  # full-width plots of a stage (categories)
+    per_stage: dict[str, list[str]] = {}  # histograms, side by side
+    for spec, plot in zip(specs[3:], plots[3:], strict=True):
+        (wide if spec["kind"] == "categories" else per_stage).setdefault(spec["stage"], []).append(plot)
+    stages = stats["stages"]
     parts = [
         f"<h1>dataprep report: {html.escape(stats['recipe']['name'])}</h1>",
-        f"<p>recipe hash <code>{stats['recipe']['hash'][:16]}</code> · "
-        f"{stats['input']['files']} input files, "
-        f"{stats['input']['bytes']:,} bytes, {stats['input']['tasks']} tasks · "
-        f"<b>{totals['docs_in']:,}</b> documents read, <b>{totals['kept']:,}</b> kept, "
-        f"<b>{totals['dropped']:,}</b> dropped</p>",
+        f"<p class='sub'>recipe hash <code>{stats['recipe']['hash'][:16]}</code></p>",
+        _cards(stats),
         *(
             [f"<p class='outcome'><b>The run failed:</b> {html.escape(stats['outcome']['message'])}</p>"]
             if stats.get("outcome")
             else []
         ),
-        "<h2>Funnel</h2>",
+        "<nav>"
+        + " · ".join(
+            f"<a href='#{a}'>{t}</a>"
+            for a, t in (
+                ("funnel", "funnel"),
+                ("drops", "drops"),
+                ("lengths", "lengths"),
+                ("stages", "stages"),
+                ("manifest", "manifest"),
+            )
+        )
+        + "</nav>",
+        "<h2 id='funnel'>Funnel</h2>",
         funnel,
         _table(
             [
                 [
                     s["label"],
                     s["kind"],
-                    s["docs_in"],
-                    s["docs_out"],
-                    sum(s["drops"].values()),
-                    s["chars_in"],
-                    s["chars_out"],
+                    f"{s['docs_in']:,}",
+                    f"{s['docs_out']:,}",
+                    f"{sum(s['drops'].values()):,}",
+                    f"{s['chars_in']:,}",
+                    f"{s['chars_out']:,}",
                 ]
                 for s in stages
             ],
             ["stage", "kind", "docs in", "docs out", "dropped", "chars in", "chars out"],
         ),
-        "<h2>Drops by reason</h2>",
+        "<h2 id='drops'>Drops by reason</h2>",
         drops,
-        "<h2>Document length</h2>",
+        _drop_table(stats, examples or {}),
+        "<h2 id='lengths'>Document length</h2>",
         lengths,
+        "<h2 id='stages'>Stages</h2>",
     ]
-    counters = [  # per-language and per-script counts are drawn (categories plot), not listed
-        [s["label"], k, v]
-        for s in stages
-        for k, v in s["counters"].items()
-        if not k.startswith(CATEGORY_PREFIXES)
-    ]
-    if counters:
-        parts += ["<h2>Counters</h2>", _table(counters, ["stage", "counter", "value"])]
-    parts += histograms
     for s in stages:
+        counters = [[k, f"{v:,}"] for k, v in s["counters"].items() if not k.startswith(CATEGORY_PREFIXES)]
+        body = per_stage.get(s["label"], [])
+        if not (counters or body or wide.get(s["label"]) or s.get("examples")):
+            continue
+        parts.append(f"<section><h3>{html.escape(s['label'])}</h3>")
+        if counters:
+            parts.append(_table(counters, ["counter", "value"]))
+        parts += wide.get(s["label"], [])
+        if body:
+            parts.append(f"<div class='plots'>{''.join(body)}</div>")
         if s.get("examples"):
             parts.append(_examples(s["label"], s["examples"]))
+        parts.append("</section>")
     problems = stats["input"]["problem_samples"]
     if problems or stats["input"]["file_notes"]:
         parts.append("<h2>Input problems</h2>")
@@ -320,13 +459,26 @@ def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str
         parts.append(_table(rows, ["kind", "where", "message"]))
     shards = {k: v for k, v in manifest.items() if k not in ("inputs",)}
     parts += [
-        "<h2>Manifest</h2>",
-        f"<pre>{html.escape(json.dumps(shards, ensure_ascii=False, indent=1)[:20000])}</pre>",
+        "<h2 id='manifest'>Manifest</h2>",
+        "<details><summary>manifest.json (without the inputs)</summary>"
+        f"<pre>{html.escape(json.dumps(shards, ensure_ascii=False, indent=1)[:20000])}</pre></details>",
     ]
     style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
-        "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:right}"
-        "td:first-child{text-align:left}pre{background:#f6f6f6;padding:1em;font-size:12px}"
+        "body{font-family:'DejaVu Sans','Noto Sans CJK SC','WenQuanYi Zen Hei',sans-serif;"
+        "max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        "h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}nav{margin:1em 0;font-size:14px}"
+        "h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}"
+        "section{border-left:3px solid #e4e8ee;padding-left:1em;margin:1.2em 0}"
+        ".cards{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}"
+        ".card{background:#f4f6f9;border-radius:6px;padding:.6em 1em;min-width:8em}"
+        ".card .value{font-size:20px;font-weight:bold}.card .name{color:#666;font-size:12px}"
+        "table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:right;vertical-align:top}"
+        "td:first-child,th:first-child{text-align:left}td.where{text-align:left;font-size:12px;color:#555}"
+        "pre{background:#f6f6f6;padding:.6em;font-size:12px;white-space:pre-wrap;word-break:break-all}"
+        "summary{cursor:pointer}.example{margin:.4em 0 .8em}.example .meta{font-size:12px;color:#555}"
+        "figure{margin:.6em 0}figure svg{max-width:100%;height:auto}"
+        ".plots{display:flex;flex-wrap:wrap;gap:0 1em}.plots figure{flex:1 1 460px;max-width:520px}"
         "table.examples td{text-align:left;vertical-align:top;white-space:pre-wrap;max-width:360px;"
         "font-size:12px}mark{background:#ffd966}"
         ".outcome{background:#fbe3e3;border:1px solid #c05050;padding:.6em}"
@@ -335,6 +487,28 @@ def render(stats: dict[str, Any], manifest: dict[str, Any], drawn: dict[str, str
         f"<!doctype html><html><head><meta charset='utf-8'><title>dataprep report</title>"
         f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
     )
+
+
+def rejected_examples(
+    out: Path, per_reason: int = EXAMPLES_PER_REASON
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The first ``per_reason`` rejected records of every (stage label, reason) in
+    ``out/rejected`` (at most REJECTED_SCAN records read per file); empty when there is none."""
+    from dataprep.docstore import read_rejected
+
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    folder = out / "rejected"
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.jsonl.zst")):
+        for k, rec in enumerate(read_rejected(path)):
+            key = (str(rec.get("stage", "")), str(rec.get("reason", "")))
+            bucket = found.setdefault(key, [])
+            if len(bucket) < per_reason:
+                bucket.append(rec)
+            if k >= REJECTED_SCAN:
+                break
+    return found
 
 
 def write_report(
@@ -350,5 +524,5 @@ def write_report(
     if manifest is None:
         manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     path = out / "report.html"
-    write_text_atomic(path, render(stats, manifest, drawn))
+    write_text_atomic(path, render(stats, manifest, drawn, rejected_examples(out)))
     return path

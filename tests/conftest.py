@@ -117,3 +117,15 @@ def docs_zh() -> list[str]:
     """Real lines from the sample corpus (reviews), distinct."""
     lines = (SAMPLE / "reviews" / "reviews.txt").read_text(encoding="utf-8").splitlines()
     return list(dict.fromkeys(x for x in lines if len(x) > 20))[:200]
+
+
+@pytest.fixture(scope="session")
+def default_sample_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """OUT of the default recipe on all of sample_corpus/ (2 workers), prepared once per session:
+    tests read it, none writes into it."""
+    from dataprep.executor import prepare
+    from dataprep.recipe import load_recipe
+
+    out = tmp_path_factory.mktemp("default_sample") / "out"
+    prepare([str(SAMPLE)], out, load_recipe("default"), workers=2, quiet=True)
+    return out

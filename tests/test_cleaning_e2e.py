@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from dataprep.executor import prepare
 from dataprep.recipe import load_recipe
 
 try:  # tests/ may or may not be a package
@@ -16,16 +15,14 @@ try:  # tests/ may or may not be a package
 except ImportError:
     from _cleaning_helpers import CLEANING  # type: ignore[no-redef]
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.mark.slow
-def test_default_recipe_reports_cleaning(tmp_path: Path) -> None:
+def test_default_recipe_reports_cleaning(default_sample_out: Path) -> None:
     recipe = load_recipe("default")
     labels = [s.label for s in recipe.stages]
     assert labels[: len(CLEANING)] == CLEANING and labels.index("exact_dedup") == len(CLEANING)
-    out = tmp_path / "out"
-    stats = prepare([str(ROOT / "sample_corpus")], out, recipe, workers=2, quiet=True)
+    out = default_sample_out
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
     stages = {s["label"]: s for s in stats["stages"]}
     assert stages["html_to_text"]["counters"]["emails"] > 200
     lang = stages["lang_id"]["counters"]
@@ -48,5 +45,4 @@ def test_default_recipe_reports_cleaning(tmp_path: Path) -> None:
         "filter_garbled: rare_han_share",
     ):
         assert name in report
-    saved = json.loads((out / "stats.json").read_text(encoding="utf-8"))
-    assert [s["label"] for s in saved["stages"]][1 : len(CLEANING) + 1] == CLEANING
+    assert [s["label"] for s in stats["stages"]][1 : len(CLEANING) + 1] == CLEANING

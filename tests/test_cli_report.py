@@ -49,10 +49,11 @@ def test_report_has_embedded_plots_and_is_regenerated(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE / "reviews", SAMPLE / "adversarial"], out)
     html = (out / "report.html").read_text(encoding="utf-8")
-    images = re.findall(r'src="data:image/png;base64,', html)
-    assert len(images) >= 3  # funnel, drops, lengths
+    figures = re.findall(r'<figure role="img" aria-label="[^"]*"><svg', html)
+    assert len(figures) >= 4  # funnel (documents, characters), drops, lengths: inline SVG
     assert "Input problems" in html and "malformed.jsonl:2" in html
-    assert "<script" not in html and "http" not in html.split("<pre>")[0]
+    assert "<script" not in html and not re.search(r"""(?:src|href)=["']?(?:https?:|//)""", html)
+    assert "<details><summary>read / malformed_json</summary>" in html  # examples a click away
     (out / "report.html").unlink()
     r = subprocess.run(
         [sys.executable, "-m", "dataprep.cli", "report", str(out)], capture_output=True, text=True

@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	$(BIN)/python -c "import fasttext; assert hasattr(fasttext, 'train_supervised')" 2>/dev/null \
+	  || $(BIN)/python -m pip install --quiet --force-reinstall --no-deps fasttext-wheel==0.9.2
 	touch $(STAMP)
 
 prepare: setup

@@ -45,6 +45,11 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench_end_to_end.py", ["{zh_poetry.jsonl.gz}", "--repeat", "2"]),
     ("bench_throughput.py", ["{zh_poetry.jsonl.gz}", "{zh_mixed.jsonl.gz}"]),
     ("bench_speed.py", ["{zh_poetry.jsonl.gz}", "{zh_mixed.jsonl.gz}"]),
+    ("bench_quality.py", ["{zh_mixed.jsonl.gz}", "--repeat", "3"]),
+    (
+        "bench_decontaminate.py",
+        ["--mixed", "{zh_mixed.jsonl.gz}", "--poetry", "{zh_poetry.jsonl.gz}", "--ngrams", "10", "13", "15"],
+    ),
 ]
 STAND_INS = {
     "zh_poetry.jsonl.gz": SAMPLE / "poetry" / "tang_two_editions.jsonl.zst",

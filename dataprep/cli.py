@@ -1,4 +1,5 @@
-"""Command line: ``dataprep prepare | stages | report | inspect | verify | train-tokenizer``.
+"""Command line: ``dataprep prepare | stages | report | inspect | verify | train-tokenizer |
+train-quality``.
 
 Imports stay inside the command functions so ``dataprep --help`` starts instantly (MindSpore is
 never imported on the prepare path). Exit codes: 0 success, 1 the run failed, 2 usage error
@@ -154,6 +155,33 @@ def _cmd_train_tokenizer(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+def _cmd_train_quality(args: argparse.Namespace) -> int:
+    from stages._quality_model import TrainOptions, train_quality_command
+
+    options = TrainOptions(
+        epoch=args.epoch,
+        dim=args.dim,
+        word_ngrams=args.word_ngrams,
+        seed=args.seed,
+        bucket=args.bucket,
+        cutoff=args.cutoff,
+    )
+    try:
+        return train_quality_command(
+            args.positive,
+            args.negative,
+            args.out,
+            lang=args.lang,
+            heldout_fraction=args.heldout_fraction,
+            valid_positive=args.valid_positive or (),
+            valid_negative=args.valid_negative or (),
+            options=options,
+        )
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="dataprep",
@@ -227,6 +255,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--sample-bytes", type=int, default=64 << 20, help="UTF-8 bytes of text to train on (default 64 MiB)"
     )
     p.set_defaults(func=_cmd_train_tokenizer)
+
+    p = sub.add_parser(
+        "train-quality",
+        help="train a fastText quality classifier (positives vs negatives) for the quality_classifier stage",
+    )
+    p.add_argument(
+        "--positive", nargs="+", required=True, metavar="FILE", help="documents of the quality to keep"
+    )
+    p.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="documents to score low")
+    p.add_argument("--out", required=True, help="model file (.ftz: quantized; the card goes next to it)")
+    p.add_argument("--lang", default="zh", help="language of the data, recorded in the card (default zh)")
+    p.add_argument(
+        "--heldout-fraction",
+        type=float,
+        default=0.2,
+        help="share held out by a hash of the text for the figures (default 0.2)",
+    )
+    p.add_argument(
+        "--valid-positive", nargs="+", metavar="FILE", help="held-out positives (instead of a hash split)"
+    )
+    p.add_argument("--valid-negative", nargs="+", metavar="FILE", help="held-out negatives")
+    p.add_argument("--epoch", type=int, default=10)
+    p.add_argument("--dim", type=int, default=32)
+    p.add_argument("--word-ngrams", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bucket", type=int, default=1 << 19, help="hash buckets of the word bigrams")
+    p.add_argument(
+        "--cutoff", type=int, default=100_000, help="words and bigrams kept in the quantized .ftz (its size)"
+    )
+    p.set_defaults(func=_cmd_train_quality)
     return ap
 
 

@@ -66,7 +66,6 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, RecipeError, StageContext, StageResult, param, register
-from stages._chars import HAN_IDEOGRAPH_RANGES
 
 # the 176 labels of fastText lid.176 (``model.predict(text, k=-1)`` on a few scripts; a test checks
 # them against the model)
@@ -105,6 +104,7 @@ SCRIPT_CODE = {
 }
 ALPHABETS = (LATN, CYRL, GREK, ARAB, HEBR, DEVA, THAI, OTHER)
 HAN_ALL = (HAN, HAN_T, HAN_S, HAN_YUE)
+_HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
 HANGUL_SHARE = 0.3  # Hangul share of the CJK letters from which a text is Korean
 
 
@@ -143,7 +143,7 @@ _BLOCKS = (  # (first, last, class) for the letters (str.isalpha) of each block
 HAN_FORMS_FILE = Path(__file__).resolve().parent / "data" / "han_forms.json"
 
 
-def opencc_fingerprint(config: str) -> str | None:
+def _opencc_fingerprint(config: str) -> str | None:
     """A hash of the installed OpenCC ``config`` file and of every dictionary it reads, found
     next to the t2s config (without building a converter for ``config``), or None."""
     import hashlib
@@ -170,7 +170,7 @@ def han_forms_computed() -> tuple[str, str]:
     not): Traditional-only and Simplified-only forms, each character converted alone (~0.5 s)."""
     import opencc
 
-    cps = [c for a, b in HAN_IDEOGRAPH_RANGES for c in range(a, b + 1)]
+    cps = [c for a, b in _HAN_RANGES for c in range(a, b + 1)]
     own = [chr(c) for c in cps]
     chars = "\n".join(own)
     to_s = opencc.OpenCC("t2s").convert(chars).split("\n")
@@ -191,7 +191,7 @@ def han_forms() -> tuple[str, str]:
         saved = json.loads(HAN_FORMS_FILE.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         saved = {}
-    fingerprints = {c: opencc_fingerprint(c) for c in ("t2s", "s2t")}
+    fingerprints = {c: _opencc_fingerprint(c) for c in ("t2s", "s2t")}
     if saved and all(fingerprints.values()) and saved.get("fingerprints") == fingerprints:
         return str(saved["trad"]), str(saved["simp"])
     return han_forms_computed()
@@ -213,7 +213,7 @@ def script_table() -> np.ndarray:
     table[0x30FC] = KANA  # ー (prolonged sound mark)
     table[0x3099:0x309F] = KANA  # voiced sound marks, iteration marks
     table[0x30FD:0x30FF] = KANA
-    for a, b in HAN_IDEOGRAPH_RANGES:
+    for a, b in _HAN_RANGES:
         table[a : b + 1] = HAN
     table[[0x3005, 0x3007]] = HAN  # 々 〇
     trad, simp = han_forms()
@@ -283,19 +283,14 @@ def model_path(configured: str) -> Path:
 
 @lru_cache(maxsize=4)
 def load_model(path: str) -> Any:
+    from stages._fasttext import load_model as load_fasttext
+
     try:
-        import fasttext  # fasttext-predict: the prediction half of fastText, no training library
+        return load_fasttext(path)  # fasttext-predict or fasttext-wheel: see stages/_fasttext
     except ImportError:
         raise RecipeError(
             "lang_id needs the package fasttext-predict (pip install -e . installs it)"
         ) from None
-    import contextlib
-    import io
-
-    # The full fastText package (it installs the same ``fasttext`` module as fasttext-predict)
-    # prints a deprecation warning on every load; a run's stderr carries only its own messages.
-    with contextlib.redirect_stderr(io.StringIO()):
-        return fasttext.load_model(path)
 
 
 _ASCII_UPPER = bytes(range(0x41, 0x5B))

@@ -64,7 +64,12 @@ def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
     assert_same_outputs(tmp_path / "w2", tmp_path / "w1")
     one = output_bytes(tmp_path / "w1")
     inputs = json.loads((tmp_path / "w2" / "manifest.json").read_text())["inputs"]  # hashed by the workers
-    files = sorted(p for p in SAMPLE.rglob("*") if p.is_file())
+    files = sorted(  # every file the reader walks to: hidden entries (.eval/) are skipped
+        p
+        for p in SAMPLE.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(SAMPLE).parts)
+    )
+    assert any(p.relative_to(SAMPLE).parts[0] == ".eval" for p in SAMPLE.rglob("*") if p.is_file())
     assert {e["path"]: e["sha256"] for e in inputs} == {
         p.relative_to(SAMPLE).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files
     }

@@ -156,18 +156,13 @@ def _cmd_train_tokenizer(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_quality(args: argparse.Namespace) -> int:
-    from stages._quality_model import TrainOptions, train_quality_command
+    from dataprep import stage as registry
 
-    options = TrainOptions(
-        epoch=args.epoch,
-        dim=args.dim,
-        word_ngrams=args.word_ngrams,
-        seed=args.seed,
-        bucket=args.bucket,
-        cutoff=args.cutoff,
-    )
+    # The quality_classifier stage brings its own training command (found through the registry:
+    # the framework imports no concrete stage).
+    train = registry.get("quality_classifier").train_command
     try:
-        return train_quality_command(
+        return train(
             args.positive,
             args.negative,
             args.out,
@@ -175,7 +170,14 @@ def _cmd_train_quality(args: argparse.Namespace) -> int:
             heldout_fraction=args.heldout_fraction,
             valid_positive=args.valid_positive or (),
             valid_negative=args.valid_negative or (),
-            options=options,
+            options={
+                "epoch": args.epoch,
+                "dim": args.dim,
+                "word_ngrams": args.word_ngrams,
+                "seed": args.seed,
+                "bucket": args.bucket,
+                "cutoff": args.cutoff,
+            },
         )
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

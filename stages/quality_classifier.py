@@ -107,6 +107,22 @@ class QualityClassifier(GlobalStage):
     name = "quality_classifier"
     Params = QualityParams
 
+    @staticmethod
+    def train_command(
+        positive: list[str],
+        negative: list[str],
+        out: str,
+        *,
+        options: dict[str, Any],
+        **kwargs: Any,
+    ) -> int:
+        """``dataprep train-quality``: train a model on the positive / negative files, print its
+        held-out figures and write it with its card (``stages/_quality_model``); the exit code.
+        ``options``: the fields of TrainOptions; ``kwargs``: the rest of train_quality_command's."""
+        from stages._quality_model import TrainOptions, train_quality_command
+
+        return train_quality_command(positive, negative, out, options=TrainOptions(**options), **kwargs)
+
     def __init__(self, params: QualityParams):
         super().__init__(params)
         self._scores: list[np.ndarray] = []

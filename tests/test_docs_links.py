@@ -106,6 +106,8 @@ def test_stage_reference_names_every_stage_and_parameter() -> None:
     common = {name for name, *_ in registry.param_fields(InputParams)}
     problems = [f"input.{name}" for name in common if f"| `{name}` |" not in text]
     for name, cls in registry.all_stages().items():
+        if not cls.__module__.startswith("stages."):  # registered by a test (the worked examples)
+            continue
         if name not in sections:
             problems.append(f"stage {name} (no '#### `{name}`' section)")
             continue

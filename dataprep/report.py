@@ -105,6 +105,85 @@ def _bar_figure(title: str, labels: list[str], values: list[int], colour: str, w
     return _figure(title, left + plot_w + room + 8, top + n * row + FONT_PX + 10, body)
 
 
+def _mix_figure(sources: dict[str, dict[str, Any]]) -> str:
+    """Target against achieved share of the training tokens per source: two bars per source."""
+    names = list(sources)
+    row, top = FONT_PX + 7, 46
+    left = max(_text_px(n) for n in names) + 12
+    plot_w, room = 560.0, _text_px("achieved 100.0%", FONT_PX - 1) + 10
+    peak = max(
+        max(float(v.get("target_share") or 0), float(v.get("achieved_share") or 0)) for v in sources.values()
+    )
+    ticks = [t / 100 for t in _ticks(max(peak, 0.01) * 100)]
+    scale = plot_w / ticks[-1]
+    bottom = top + len(names) * (2 * row + 6)
+    body = []
+    for tick in ticks:  # grid first: the bars are drawn over it
+        x = left + tick * scale
+        body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e4e4e4"/>')
+        body.append(_t(x, bottom + FONT_PX + 4, f"{100 * tick:g}%", "middle", FONT_PX - 1))
+    for k, (key, colour) in enumerate((("target_share", COLOURS[0]), ("achieved_share", COLOURS[1]))):
+        x = left + k * 120
+        body.append(f'<rect x="{x:.1f}" y="26" width="10" height="10" fill="{colour}"/>')
+        body.append(_t(x + 14, 35, key.split("_")[0]))
+    y = top
+    for name in names:
+        body.append(_t(left - 6, y + row, name, "end"))
+        for key, colour in (("target_share", COLOURS[0]), ("achieved_share", COLOURS[1])):
+            value = float(sources[name].get(key) or 0)
+            w = value * scale
+            body.append(
+                f'<rect x="{left:.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{colour}"/>'
+            )
+            body.append(_t(left + w + 4, y + row - 5, f"{100 * value:.2f}%", size=FONT_PX - 1))
+            y += row
+        y += 6
+    body.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{y}" stroke="#444"/>')
+    return _figure("share of the training tokens per source", left + plot_w + room, y + FONT_PX + 10, body)
+
+
+def mix_section(mix: dict[str, Any]) -> str:
+    """The data mix: target against achieved per source (a figure and a table), whether it was
+    met, and which sources ran short."""
+    sources = mix.get("sources") or {}
+    if not sources:
+        return ""
+    fields = [
+        ("target_share", "target", lambda v: f"{100 * v:.2f}%"),
+        ("achieved_share", "achieved", lambda v: f"{100 * v:.2f}%"),
+        ("epochs", "epochs", lambda v: f"{v:.3g}"),
+        ("max_epochs", "max epochs", lambda v: f"{v:g}"),
+        ("docs_input", "docs read", lambda v: f"{v:,}"),
+        ("docs_available", "docs after cleaning", lambda v: f"{v:,}"),
+        ("tokens_available", "tokens available", lambda v: f"{v:,}"),
+        ("docs_written", "docs written", lambda v: f"{v:,}"),
+        ("tokens_written", "tokens written", lambda v: f"{v:,}"),
+        ("short_tokens", "tokens short", lambda v: f"{v:,}"),
+    ]
+    rows = [
+        [name] + [fmt(src[key]) if isinstance(src.get(key), int | float) else "" for key, _, fmt in fields]
+        for name, src in sources.items()
+    ]
+    met = mix.get("met")
+    short = html.escape(
+        ", ".join(
+            f"{name} short by {int(sources.get(name, {}).get('short_tokens') or 0):,} tokens"
+            for name in mix.get("short") or []
+        )
+    )
+    verdict = (
+        "<p>Every source is within the tolerance of its target.</p>"
+        if met
+        else f"<p class='outcome'><b>The mix was not met:</b> {short}</p>"
+    )
+    return (
+        "<h2 id='mix'>Data mix</h2>"
+        + (verdict if met is not None else "")
+        + _mix_figure(sources)
+        + _table(rows, ["source", *(label for _, label, _ in fields)])
+    )
+
+
 def _bin_labels(edges: list[float]) -> list[str]:
     def short(x: float) -> str:
         for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
@@ -446,6 +525,7 @@ def render(
             for a, t in (
                 ("funnel", "funnel"),
                 ("drops", "drops"),
+                *([("mix", "data mix")] if (stats.get("mix") or {}).get("sources") else []),
                 ("lengths", "lengths"),
                 ("stages", "stages"),
                 ("manifest", "manifest"),
@@ -472,6 +552,7 @@ def render(
         "<h2 id='drops'>Drops by reason</h2>",
         drops,
         _drop_table(stats, examples or {}),
+        mix_section(stats.get("mix") or {}),
         "<h2 id='lengths'>Document length</h2>",
         lengths,
         "<h2 id='stages'>Stages</h2>",

@@ -129,6 +129,25 @@ def test_achieved_shares_within_tolerance_on_tokens(mixed_runs: tuple[Path, Path
     assert train["documents"] == sum(s["docs_written"] for s in mix["sources"].values())
 
 
+def test_report_shows_target_against_achieved(
+    mixed_runs: tuple[Path, Path, dict[str, Path]], tmp_path: Path
+) -> None:
+    one, _, _ = mixed_runs
+    page = (one / "report.html").read_text(encoding="utf-8")
+    mix = _manifest(one)["mix"]
+    assert "<h2 id='mix'>Data mix</h2>" in page and "Every source is within the tolerance" in page
+    assert "share of the training tokens per source" in page
+    for name, s in mix["sources"].items():
+        row = (
+            f"<td>{name}</td><td>{100 * s['target_share']:.2f}%</td><td>{100 * s['achieved_share']:.2f}%</td>"
+        )
+        assert row in page
+    from test_report_browser import browser_findings, find_browser
+
+    findings = browser_findings(find_browser(), one / "report.html", tmp_path)
+    assert findings["errors"] == [] and findings["overlaps"] == [] and findings["outside"] == []
+
+
 def test_downsampled_documents_rejected_and_stats_per_source(
     mixed_runs: tuple[Path, Path, dict[str, Path]],
 ) -> None:
@@ -196,6 +215,8 @@ def test_short_source_reported_and_strict_stops(tmp_path: Path, capfd: pytest.Ca
     assert small["epochs"] == pytest.approx(4.0, abs=0.01)
     assert not mix["met"]
     assert "source 'small' is short by" in capfd.readouterr().err
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert f"The mix was not met:</b> small short by {int(small['short_tokens']):,} tokens" in page
     # strict: the run stops before any shard is written, saying which source and by how much
     from dataprep.stage import InputError
 

@@ -57,7 +57,8 @@ window.addEventListener('load', () => {
 """
 
 
-def _browser() -> str:
+def find_browser() -> str:
+    """The browser's path; skips (or fails under DATAPREP_REQUIRE_BROWSER=1) without one."""
     for name in BROWSERS:
         found = shutil.which(name)
         if found:
@@ -95,7 +96,7 @@ def browser_findings(browser: str, report: Path, work: Path) -> dict:
 
 
 def test_report_in_a_browser(default_sample_out: Path, tmp_path: Path) -> None:
-    browser = _browser()
+    browser = find_browser()
     findings = browser_findings(browser, default_sample_out / "report.html", tmp_path)
     assert findings["errors"] == []
     assert findings["fetched"] == []  # self-contained: nothing loaded from anywhere
@@ -121,7 +122,7 @@ def test_report_in_a_browser(default_sample_out: Path, tmp_path: Path) -> None:
 
 def test_overlap_check_catches_overprinted_labels(tmp_path: Path) -> None:
     """The check itself: a figure with two labels drawn on top of each other is reported."""
-    browser = _browser()
+    browser = find_browser()
     page = tmp_path / "bad.html"
     page.write_text(
         "<!doctype html><html><body><figure><svg width='200' height='100' xmlns='http://www.w3.org/2000/svg'>"

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stages._minhash import CJK, IGNORED, WORD, char_tables
+from stages._minhash import CJK, IGNORED, WORD, char_tables, mix64
 
 U64 = np.uint64
 _P_CHAR = U64(0x9E3779B97F4A7C15)
@@ -39,18 +39,6 @@ _Q_TOKEN = U64(0xC2B2AE3D27D4EB4F)
 _CJK_SALT = U64(0x27D4EB2F165667C5)
 _WORD_SALT = U64(0x165667B19E3779F9)
 _N_SALT = U64(0xD6E8FEB86659FD93)
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser (a bijection of uint64), on a copy."""
-    x = np.array(x, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        x ^= x >> U64(30)
-        x *= U64(0xBF58476D1CE4E5B9)
-        x ^= x >> U64(27)
-        x *= U64(0x94D049BB133111EB)
-        x ^= x >> U64(31)
-    return x
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,7 +122,7 @@ def tokenize(texts: list[str]) -> Tokens:
     stops[token_is_word] = np.flatnonzero(word_stop)
     hashes = np.empty(len(starts), dtype=np.uint64)
     with np.errstate(over="ignore"):
-        hashes[~token_is_word] = _mix64(f[starts[~token_is_word]] + _CJK_SALT)
+        hashes[~token_is_word] = mix64(f[starts[~token_is_word]] + _CJK_SALT)
         if token_is_word.any():
             forward, backward = _powers(_P_CHAR, len(pos) + 1)
             prefix = np.zeros(len(pos) + 1, dtype=np.uint64)
@@ -142,7 +130,7 @@ def tokenize(texts: list[str]) -> Tokens:
             w_start, w_stop = starts[token_is_word], stops[token_is_word]
             raw = (prefix[w_stop + 1] - prefix[w_start]) * backward[w_start]
             raw ^= (w_stop - w_start + 1).astype(np.uint64) * _WORD_SALT
-            hashes[token_is_word] = _mix64(raw)
+            hashes[token_is_word] = mix64(raw)
     char_start = pos[starts]
     char_end = pos[stops] + 1
     doc = np.searchsorted(text_start, char_start, side="right") - 1
@@ -168,7 +156,7 @@ def ngram_hashes(tokens: Tokens, n: int) -> tuple[np.ndarray, np.ndarray]:
         k = k[k + n <= doc_end]
         raw = (prefix[k + n] - prefix[k]) * backward[k]
         raw ^= U64(n) * _N_SALT
-    return _mix64(raw), k
+    return mix64(raw), k
 
 
 def cjk_mode(tokens: Tokens) -> np.ndarray:

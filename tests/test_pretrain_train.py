@@ -226,12 +226,12 @@ def test_throughput_counts_loss_tokens_flops_memory_and_the_data_wait_alarm(
 
     def slow_read(self: RowSource, idx: np.ndarray, batch_size: int) -> Any:
         for batch in read(self, idx, batch_size):
-            time.sleep(0.3)  # storage slower than the model
+            time.sleep(1.0)  # storage far slower than the model, even on a busy machine
             yield batch
 
     monkeypatch.setattr(RowSource, "read", slow_read)
     over = {
-        # compiled steps take milliseconds, so the 0.3 s reads dominate once the batches prepared
+        # compiled steps take milliseconds, so the 1 s reads dominate once the batches prepared
         # during step 1's compilation (one queued, one in hand) are used up: from step 4 on
         "train": {"steps": 6, "prefetch": 1, "mask_cross_document_label": True, "data_format": "bin"},
         "monitor": {"peak_flops": 1.0e9},

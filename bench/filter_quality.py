@@ -27,17 +27,18 @@ explicit PYTHONPATH decides which ``dataprep`` and ``stages`` are measured.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "realdata"))
+
+from _common import read_jsonl
 
 BATCH = 1000
 GOOD_STAGE_TARGET = 0.02
@@ -55,14 +56,6 @@ SHORT = {
     "code_only": "code",
 }
 ORDER = ("good", "bad", "neutral")
-
-
-def read_docs(path: Path) -> Iterator[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
 
 
 def cleaning_stages(recipe_name: str) -> list[tuple[str, Any]]:
@@ -224,7 +217,7 @@ def main() -> None:
     ap.add_argument("--show", default="", help="print the dropped documents of this category")
     ap.add_argument("--json", type=Path, help="write the counts as JSON")
     args = ap.parse_args()
-    docs = list(read_docs(args.docs))
+    docs = list(read_jsonl(args.docs))
     if args.show:
         show(docs, args.recipe, args.show)
         return

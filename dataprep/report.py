@@ -24,6 +24,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,19 @@ def _ticks(top: float, count: int = 4) -> list[float]:
     return [i * step for i in range(math.ceil(top / step) + 1)]
 
 
+def _x_grid(
+    ticks: list[float], left: float, scale: float, top: float, bottom: float, label: Callable[[float], str]
+) -> list[str]:
+    """Vertical grid lines from ``top`` to ``bottom`` at each tick (x = left + tick * scale), each
+    labelled below; drawn first, so that bars go over them."""
+    out = []
+    for tick in ticks:
+        x = left + tick * scale
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e4e4e4"/>')
+        out.append(_t(x, bottom + FONT_PX + 4, label(tick), "middle", FONT_PX - 1))
+    return out
+
+
 def _bar_figure(title: str, labels: list[str], values: list[int], colour: str, width: float = 860) -> str:
     """Horizontal bars, the first at the top, each labelled on the left and followed by its value;
     the label column and the room for the values are as wide as their longest text."""
@@ -90,11 +104,7 @@ def _bar_figure(title: str, labels: list[str], values: list[int], colour: str, w
     top, n = 28, len(values)
     ticks = _ticks(max(values, default=0))
     scale = plot_w / ticks[-1]
-    body = []
-    for tick in ticks:
-        x = left + tick * scale
-        body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + n * row}" stroke="#e4e4e4"/>')
-        body.append(_t(x, top + n * row + FONT_PX + 4, _short_number(tick), "middle", FONT_PX - 1))
+    body = _x_grid(ticks, left, scale, top, top + n * row, _short_number)
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
         y = top + i * row
         w = value * scale
@@ -117,11 +127,7 @@ def _mix_figure(sources: dict[str, dict[str, Any]]) -> str:
     ticks = [t / 100 for t in _ticks(max(peak, 0.01) * 100)]
     scale = plot_w / ticks[-1]
     bottom = top + len(names) * (2 * row + 6)
-    body = []
-    for tick in ticks:  # grid first: the bars are drawn over it
-        x = left + tick * scale
-        body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e4e4e4"/>')
-        body.append(_t(x, bottom + FONT_PX + 4, f"{100 * tick:g}%", "middle", FONT_PX - 1))
+    body = _x_grid(ticks, left, scale, top, bottom, lambda tick: f"{100 * tick:g}%")
     for k, (key, colour) in enumerate((("target_share", COLOURS[0]), ("achieved_share", COLOURS[1]))):
         x = left + k * 120
         body.append(f'<rect x="{x:.1f}" y="26" width="10" height="10" fill="{colour}"/>')

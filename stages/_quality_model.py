@@ -97,12 +97,6 @@ def feature_lines(texts: list[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[
     return out
 
 
-def _quiet_fasttext() -> Any:
-    from stages._fasttext import module
-
-    return module()
-
-
 def load_model(path: str | Path) -> Any:
     """The fastText model at ``path`` (a .bin or quantized .ftz)."""
     from stages._fasttext import load_model as _load
@@ -202,9 +196,10 @@ def train_model(
 ) -> Any:
     """Train on (text, is_positive) pairs and save the model at ``out`` (quantized when
     ``options.quantize``); returns the loaded model. Deterministic: one thread, ``options.seed``."""
+    from stages._fasttext import module
+
     try:
-        fasttext = _quiet_fasttext()
-        trainer = fasttext.train_supervised
+        trainer = module().train_supervised
     except (ImportError, AttributeError):
         raise RuntimeError(
             f"training needs fastText's training library, which is not installed: {TRAIN_INSTALL}"

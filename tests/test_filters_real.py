@@ -26,7 +26,7 @@ CAUGHT_BEFORE = {"keyword_dump": 11, "mojibake": 30, "spam": 2, "boilerplate_pag
 
 @pytest.fixture(scope="module")
 def measured() -> tuple[list[dict], list[list[tuple[str, str, float, str]]]]:
-    docs = list(fq.read_docs(SLICE))
+    docs = list(fq.read_jsonl(SLICE))
     return docs, fq.verdicts(docs, "default")
 
 

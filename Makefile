@@ -31,8 +31,10 @@ train: setup
 	test -f $(OUT)/manifest.json || $(MAKE) prepare
 	$(BIN)/python pretrain/run.py --config $(TRAIN_CONFIG) --data $(OUT) --output $(TRAIN_OUT) $(TRAIN_ARGS)
 
+# Test files spread over pytest-xdist workers, one per core (TEST_JOBS=0: no workers, one process).
+TEST_JOBS ?= auto
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 bench: setup
 	$(BIN)/python bench/run_all.py $(if $(CORPORA),--corpora $(CORPORA))

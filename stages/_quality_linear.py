@@ -104,18 +104,28 @@ def token_hashes(tok: Tokens, h: np.ndarray | None = None) -> np.ndarray:
     multi = np.flatnonzero(lengths > 1)
     if not len(multi):
         return h
-    # longest first: the tokens still going at position p are a prefix
-    order = multi[np.argsort(-lengths[multi], kind="stable")]
+    # longest first (a radix sort of small keys): the tokens still going at position p are a prefix
+    clipped = np.minimum(lengths[multi], LONG_TOKEN + 1)
+    order = multi[np.argsort((LONG_TOKEN + 1 - clipped).astype(np.uint8), kind="stable")]
     lens = lengths[order]
+    going = np.cumsum(np.bincount(clipped, minlength=LONG_TOKEN + 2)[::-1])[::-1]  # [p]: length >= p
+    n_long = int(going[LONG_TOKEN + 1])  # lens[:n_long] > LONG_TOKEN
     starts = tok.starts[order]
+    at = starts.copy()  # the character each token is at
     hs = h[order]
-    neg = -lens  # increasing
-    n_long = int(np.searchsorted(neg, -LONG_TOKEN, side="left"))  # lens[:n_long] > LONG_TOKEN
     for p in range(1, LONG_TOKEN):
-        end = int(np.searchsorted(neg, -p, side="left"))  # lens[:end] > p
+        end = int(going[p + 1])  # lens[:end] > p
         if end <= n_long:
             break
-        hs[n_long:end] = fnv_step(hs[n_long:end], tok.chars[starts[n_long:end] + p])
+        pointer, seg = at[n_long:end], hs[n_long:end]
+        pointer += 1
+        cp = tok.chars.take(pointer)
+        wide = np.flatnonzero(cp >= 0x80)
+        before = seg[wide]
+        np.bitwise_xor(seg, cp, out=seg)  # ASCII, the common case: one byte, no sign to extend
+        np.multiply(seg, FNV_PRIME, out=seg)
+        if len(wide):
+            seg[wide] = fnv_step(before, cp[wide])
     for i in range(n_long):  # the few long tokens, one at a time
         s, n = int(starts[i]), int(lens[i])
         word = tok.chars[s : s + n].astype("<u4").tobytes().decode("utf-32-le")
@@ -167,16 +177,22 @@ class LinearModel:
         np.cumsum(lengths[multi_ids], out=offsets[1:])
         vocab = Tokens(chars, offsets[:-1], np.zeros(1, dtype=np.int64))
         hashes = token_hashes(vocab) if len(multi_ids) else np.zeros(0, dtype=np.uint32)
-        order = np.argsort(hashes, kind="stable")
+        # open addressing, linear probing, at most a quarter full: slot = hash | (k + 1) << 32
+        # for the k-th longer word, 0 for an empty slot
+        size = 1 << max(4, (4 * len(multi_ids)).bit_length())
+        slots = [0] * size
+        for k, hv in enumerate(hashes.tolist()):
+            at = hv & (size - 1)
+            while slots[at]:
+                at = (at + 1) & (size - 1)
+            slots[at] = hv | (k + 1) << 32
         self._lookup = {
             "single": _single_hashes().astype(np.uint64) | ((single + 1).astype(np.uint64) << np.uint64(32)),
-            "hashes": hashes[order],
-            "ids": multi_ids[order],
-            "starts": offsets[:-1][order],
-            "lengths": lengths[multi_ids][order],
+            "slots": np.array(slots, dtype=np.uint64),
+            "ids": multi_ids,
+            "starts": offsets[:-1],
+            "lengths": lengths[multi_ids],
             "chars": chars,
-            # how many of the longer words share one hash at most (candidates tried per token)
-            "max_shared": int(np.unique(hashes, return_counts=True)[1].max()) if len(hashes) else 0,
             "eos": eos,
             "eos_hash": fnv_str(EOS),
             "eos_wide": int(_widen(np.array([fnv_str(EOS)], dtype=np.uint32))[0]),
@@ -199,29 +215,38 @@ def word_ids(model: LinearModel, tok: Tokens, hashes: np.ndarray, ids: np.ndarra
     lengths = tok.lengths
     multi = np.flatnonzero(lengths > 1)
     ids[multi] = -1
-    if not len(multi) or not t["max_shared"]:
+    if not len(multi) or not len(t["ids"]):
         return ids
-    h = hashes[multi]
-    pos = np.searchsorted(t["hashes"], h)
-    pending = np.ones(len(multi), dtype=bool)
-    for k in range(t["max_shared"]):  # the candidates sharing the hash, in turn (one, nearly always)
-        cand = np.minimum(pos + k, len(t["hashes"]) - 1)
-        check = np.flatnonzero(pending & (t["hashes"][cand] == h) & (t["lengths"][cand] == lengths[multi]))
-        if not len(check):
-            break
-        c = cand[check]
-        n = t["lengths"][c]
-        # compare the characters of each token with those of its candidate word
-        owner = np.repeat(np.arange(len(check)), n)
-        within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-        same = (
-            tok.chars[np.repeat(tok.starts[multi[check]], n) + within]
-            == t["chars"][np.repeat(t["starts"][c], n) + within]
-        )
-        equal = np.bincount(owner, weights=~same, minlength=len(check)) == 0
-        hit = check[equal]
-        ids[multi[hit]] = t["ids"][c[equal]]
-        pending[hit] = False
+    h, n = hashes[multi], lengths[multi]
+    mask = np.uint64(len(t["slots"]) - 1)
+    slot = h.astype(np.uint64) & mask
+    pending = np.arange(len(multi))  # probe until the word or an empty slot (a quarter full: ~1.2 probes)
+    while len(pending):
+        entry = t["slots"][slot[pending]]
+        occupied = entry != 0
+        pending, entry = pending[occupied], entry[occupied]
+        k = (entry >> np.uint64(32)).astype(np.int64) - 1
+        candidate = np.flatnonzero((entry.astype(np.uint32) == h[pending]) & (t["lengths"][k] == n[pending]))
+        if len(candidate):  # same hash and length: compare the characters
+            tokens_at, words_at = tok.starts[multi[pending[candidate]]], t["starts"][k[candidate]]
+            size = n[pending[candidate]]
+            within = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+            differ = (
+                tok.chars[np.repeat(tokens_at, size) + within]
+                != t["chars"][np.repeat(words_at, size) + within]
+            )
+            equal = (
+                np.bincount(
+                    np.repeat(np.arange(len(candidate)), size), weights=differ, minlength=len(candidate)
+                )
+                == 0
+            )
+            found = candidate[equal]
+            ids[multi[pending[found]]] = t["ids"][k[found]]
+            keep = np.ones(len(pending), dtype=bool)
+            keep[found] = False
+            pending = pending[keep]
+        slot[pending] = (slot[pending] + np.uint64(1)) & mask
     return ids
 
 

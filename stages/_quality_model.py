@@ -114,7 +114,8 @@ def tokens(texts: list[str], max_chars: int = DEFAULT_MAX_CHARS) -> Tokens:
     word = chars < np.uint32(_SINGLE << _KIND_SHIFT)
     chars &= np.uint32(_CP_MASK)
     cont = word[1:] & word[:-1]  # a word character after a word character ...
-    far = np.flatnonzero(cont & (np.diff(kept) > 1))
+    pairs = np.flatnonzero(cont)
+    far = pairs[kept[pairs + 1] - kept[pairs] > 1]
     if len(far):  # ... with removed characters between: a continuation if none is a separator
         kind = packed >> np.uint32(_KIND_SHIFT)
         if (kind == _IGNORED).any():

@@ -17,6 +17,7 @@ import opencc
 from dataprep.document import Document, Drop
 from dataprep.stage import StageContext, build_params
 from dataprep.stats import StageStats
+from stages._minhash import CJK, IGNORED, MARK, WORD, char_tables
 from stages._quality_linear import LinearModel
 from stages._quality_model import feature_lines, load_model, score_texts
 from stages.quality_classifier import DEMO_MODEL, QualityClassifier, QualityParams
@@ -75,6 +76,39 @@ def test_features_fold_forms_and_need_no_segmenter() -> None:
     assert "0000" in tokens  # digits fold to 0 (the model learns lengths of numbers, not values)
     assert feature_lines(["first line\nsecond"])[0].split() == ["first", "line", "¶", "second"]
     assert feature_lines(["", "字"]) == ["", "字"]
+
+
+def reference_line(text: str, max_chars: int) -> str:
+    """feature_lines' contract, one character at a time."""
+    fold, cls = char_tables(True)
+    words: list[str] = []
+    word = ""
+    for ch in text[:max_chars]:
+        c, k = ord(ch), int(cls[ord(ch)])
+        if k == WORD and c != 10:
+            word += chr(fold[c])
+            continue
+        if k == IGNORED:  # removed, no break
+            continue
+        if word:
+            words.append(word)
+            word = ""
+        if c == 10:
+            words.append("¶")
+        elif k == CJK:
+            words.append(chr(fold[c]))
+        elif k == MARK:
+            words.append(ch)
+    return " ".join([*words, word] if word else words)
+
+
+def test_feature_lines_follow_the_per_character_reference() -> None:
+    rng = random.Random(7)
+    alphabet = "ab字詞。，,!\n \t\r\u0301\u200d\u00adéÀ1２Ａ\0¶😀𠀀ｶﾞ한—「」"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(500)]
+    texts += ["", "\n", "x" * 50, PROSE[0], keyword_dump(rng)]
+    for max_chars in (10, 4000):
+        assert feature_lines(texts, max_chars) == [reference_line(t, max_chars) for t in texts]
 
 
 def test_the_demo_model_tells_prose_from_keyword_dumps() -> None:

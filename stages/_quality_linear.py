@@ -13,7 +13,7 @@ A fastText supervised model with softmax loss over two labels and no subword n-g
 - hidden = the mean of those rows of the input matrix A; p = softmax(B · hidden), so with two
   labels p(hq) = sigmoid(mean of s[row]) with ``s = A · (B[hq] - B[lq])``: one float per row;
 - fastText returns exp(log(p + 1e-5)), i.e. p + 1e-5 (clipped here to 1); a line without any
-  row has no prediction: score 0.
+  row has no prediction: score 0 (an empty text still has ``</s>``, a row when in the vocabulary).
 
 So the whole model is ``s`` (nwords + bucket floats) and the vocabulary. :class:`LinearModel`
 holds them, saved as ``.npz`` (:func:`save`, :func:`load`); :func:`from_fasttext` makes one from
@@ -22,10 +22,11 @@ an unquantized fastText model (``None`` with the reason when the model is not of
 per-token Python: the hash of a one-character token from a table per code point, of a longer one
 over its UTF-8 bytes, one character position at a time for all tokens at once (tokens longer than
 ``LONG_TOKEN`` characters, rare, one at a time); the vocabulary id of a one-character token from
-a table per code point, of a longer one by binary search in the sorted hashes of the vocabulary's
-longer words, confirmed character by character (so a hash shared by two words never mixes them
-up); the sums per text with ``np.bincount``. Scores equal fastText's ``predict`` on the same
-model to float32 rounding (``tests/test_quality_linear.py``).
+a table per code point, of a longer one from an open-addressing table of the vocabulary's longer
+words by hash, confirmed character by character (so a hash shared by two words never mixes them
+up, nor makes an unknown word known); the sums per text with ``np.add.reduceat``. Scores equal
+fastText's ``predict`` on the same model to float32 rounding (``tests/test_quality_linear.py``),
+whatever the batches.
 """
 
 from __future__ import annotations
@@ -157,9 +158,9 @@ class LinearModel:
 
     def lookup(self) -> dict[str, Any]:
         """Tables built once per model: per code point, its one-character token's hash and word
-        id + 1 (0: not a word) as ``hash | (id + 1) << 32``; the sorted hashes and ids of the
-        longer words with their code points; ``</s>``'s id and hash; the rows as float64 (words,
-        then a 0 for "no word") and float32 (buckets)."""
+        id + 1 (0: not a word) as ``hash | (id + 1) << 32``; the longer words by hash in an
+        open-addressing table, with their ids, lengths and code points; ``</s>``'s id and hash;
+        the rows as float64 (words, then a 0 for "no word") and float32 (buckets)."""
         if self._lookup:
             return self._lookup
         single = np.full(TABLE_SIZE, -1, dtype=np.int64)
@@ -272,7 +273,7 @@ def score_texts(model: LinearModel, texts: list[str], max_chars: int = DEFAULT_M
         wide *= NGRAM_PRIME
         wide += following
         values += t["bucket_rows"][_bucket(wide, model.bucket)]
-        rows = tok.counts + _per_doc(tok, in_vocab.astype(np.int64))
+        rows = tok.counts + _per_doc(tok, in_vocab.astype(np.int32))
     elif model.word_ngrams > 2:
         values, extra = _longer_ngrams(model, tok, hashes, values)
         rows = _per_doc(tok, in_vocab + extra)

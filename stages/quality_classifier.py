@@ -270,8 +270,8 @@ class QualityClassifier(GlobalStage):
         ctx.stats.histogram("quality", SHARE_EDGES).add(scores)
         bins = score_bins(scores)
         out: list[StageResult] = []
-        for doc, score, b in zip(batch, scores.tolist(), bins.tolist(), strict=True):
-            q = round(score, 6)
+        rounded = np.round(scores, 6).tolist()
+        for doc, score, q, b in zip(batch, scores.tolist(), rounded, bins.tolist(), strict=True):
             doc.meta["quality"] = q
             if p.keep_scores:
                 doc.meta.setdefault("scores", {})[self.name] = {"quality": q}

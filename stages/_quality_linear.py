@@ -363,7 +363,9 @@ def from_fasttext(ft: Any, max_chars: int = DEFAULT_MAX_CHARS) -> tuple[LinearMo
         return None, f"unexpected matrix shapes {a.shape}, {b.shape}"
     pos = labels.index(POSITIVE)
     direction = b[pos].astype(np.float64) - b[1 - pos].astype(np.float64)
-    rows = (a.astype(np.float64) @ direction).astype(np.float32)
+    rows = np.empty(len(a), dtype=np.float32)
+    for i in range(0, len(a), 1 << 16):  # in slices: no float64 copy of the whole matrix
+        rows[i : i + (1 << 16)] = a[i : i + (1 << 16)].astype(np.float64) @ direction
     return LinearModel(rows, words, bucket, word_ngrams, max_chars), ""
 
 

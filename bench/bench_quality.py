@@ -6,12 +6,15 @@ process, batches of 1000, reading included); "+ quality" adds quality_classifier
 threshold 0.5) after pii, "+ decontaminate" adds decontaminate (the sample eval sets of
 sample_corpus/.eval, as in recipes/quality.yaml) after pii, "+ decontaminate 1M" the same with a
 synthetic eval set of about ``--index-ngrams`` random-Han 13-grams added, "+ both" adds both
-(decontaminate with the sample eval sets). Each round runs every variant once, back to back, the
-order rotating per round against drift, after one uncounted warm-up run of each; CPU seconds
-(user + sys of this process) per run; per round the rate ratio variant / chain (MB per
-CPU-second), printed as median and range over the ``--repeat`` rounds, with the added stages' own CPU seconds.
+(decontaminate with the sample eval sets). With ``--fasttext-model M`` (a quantized .ftz, or any
+fastText model without the linear form), "+ quality (fastText predict)" adds quality_classifier
+with that model, scored by fastText's predict one document at a time (the stage's fallback).
+Each round runs every variant once, back to back, the order rotating per round against drift,
+after one uncounted warm-up run of each; CPU seconds (user + sys of this process) per run; per
+round the rate ratio variant / chain (MB per CPU-second), printed as median and range over the
+``--repeat`` rounds, with the added stages' own CPU seconds.
 
-    python bench/bench_quality.py CORPUS.jsonl[.gz] [--repeat 5] [--index-ngrams 1000000]
+    python bench/bench_quality.py CORPUS.jsonl[.gz] [--repeat 5] [--index-ngrams 1000000] [--fasttext-model M]
 """
 
 from __future__ import annotations
@@ -124,11 +127,17 @@ def run_chain(path: str, chain: list[tuple[str, Any, Any]]) -> tuple[float, int,
     return _cpu() - c0, nbytes, per_stage, kept
 
 
+def _named(argv: list[str]) -> list[str]:
+    """The arguments with paths cut to their file names (the result file names no directory)."""
+    return [Path(a).name if "/" in a else a for a in argv]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--index-ngrams", type=int, default=1_000_000)
+    ap.add_argument("--fasttext-model", help="a fastText model scored by predict, as a further variant")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-quality-"))
     synth = work / "synthetic.jsonl"
@@ -143,6 +152,9 @@ def main() -> int:
         f"+ decontaminate {args.index_ngrams / 1e6:g}M": [decont_big],
         "+ both": [decont, quality],
     }
+    if args.fasttext_model:
+        fallback = ("quality_classifier", {"model": args.fasttext_model, "threshold": 0.5})
+        variants["+ quality (fastText predict)"] = [fallback]
     t0 = time.perf_counter()
     chains = {name: build_chain(extra, work / name.replace(" ", "_")) for name, extra in variants.items()}
     print(f"set up in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -185,7 +197,7 @@ def main() -> int:
     path = write_result(
         "quality_throughput",
         "quality_classifier and decontaminate throughput",
-        " ".join(["python", "bench/bench_quality.py", Path(args.corpus).name, *sys.argv[2:]]),
+        " ".join(["python", "bench/bench_quality.py", Path(args.corpus).name, *_named(sys.argv[2:])]),
         text,
     )
     print(f"written: {path}")

@@ -266,7 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--positive", nargs="+", required=True, metavar="FILE", help="documents of the quality to keep"
     )
     p.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="documents to score low")
-    p.add_argument("--out", required=True, help="model file (.ftz: quantized; the card goes next to it)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="model file: .npz (scored in numpy; .bin / .ftz: fastText's formats); the card goes next to it",
+    )
     p.add_argument("--lang", default="zh", help="language of the data, recorded in the card (default zh)")
     p.add_argument(
         "--heldout-fraction",
@@ -284,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bucket", type=int, default=1 << 19, help="hash buckets of the word bigrams")
     p.add_argument(
-        "--cutoff", type=int, default=100_000, help="words and bigrams kept in the quantized .ftz (its size)"
+        "--cutoff", type=int, default=100_000, help="words and bigrams kept in a quantized .ftz (its size)"
     )
     p.set_defaults(func=_cmd_train_quality)
     return ap

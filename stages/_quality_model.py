@@ -13,13 +13,16 @@ for Latin text; fastText's subword n-grams are off (``minn = maxn = 0``).
 Labels: ``__label__hq`` (positive, "quality") and ``__label__lq``; the score of a text is the
 model's probability of ``hq``, in [0, 1].
 
-Prediction goes through ``stages/_fasttext`` (what ``fasttext-predict``, a runtime dependency, and
-``fasttext-wheel``, training, the ``train`` extra, both provide under the module name
-``fasttext``).
+Model files: ``.npz``, the model as one float per vocabulary word and bigram bucket
+(``stages/_quality_linear``, what ``train-quality`` writes by default), scored in numpy; or a
+fastText ``.bin`` / ``.ftz``, scored by fastText's ``predict`` one line at a time through
+``stages/_fasttext`` (what ``fasttext-predict``, a runtime dependency, and ``fasttext-wheel``,
+training, the ``train`` extra, both provide under the module name ``fasttext``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,73 +42,134 @@ DEFAULT_MAX_CHARS = 4000
 TRAIN_INSTALL = "pip install 'fasttext-wheel==0.9.2' (or: pip install 'dataprep[train]')"
 
 
-def _tables() -> tuple[np.ndarray, np.ndarray]:
-    from stages._minhash import char_tables
+_SEPARATOR, _IGNORED, _WORD, _SINGLE = 0, 1, 2, 3  # kinds of code point, in _token_table
+_KIND_SHIFT = 21  # code points < 0x110000 < 2**21
+_CP_MASK = (1 << _KIND_SHIFT) - 1
 
-    return char_tables(True)
+
+@functools.lru_cache(maxsize=1)
+def _token_table() -> np.ndarray:
+    """uint32 [0x110000]: code point -> the code point written for it | its kind << 21.
+
+    Kinds: _WORD (letters and digits: runs of them are one token), _SINGLE (a CJK character, a
+    punctuation mark or symbol, a line break: one token each), _IGNORED (combining and format
+    characters: removed, no break), _SEPARATOR (everything else: removed, breaks a word).
+    Written: the folded code point (``_minhash.char_tables``), a punctuation mark or symbol as
+    it stands, ``¶`` for a line break."""
+    from stages._minhash import CJK, IGNORED, MARK, WORD, char_tables
+
+    fold, cls = char_tables(True)
+    out = np.where(cls == MARK, np.arange(len(fold), dtype=np.uint32), fold).astype(np.uint32)
+    kind = np.select(
+        [cls == WORD, (cls == CJK) | (cls == MARK), cls == IGNORED], [_WORD, _SINGLE, _IGNORED], _SEPARATOR
+    ).astype(np.uint32)
+    out[10], kind[10] = ord(LINE_BREAK), _SINGLE
+    return out | (kind << np.uint32(_KIND_SHIFT))
+
+
+@dataclass
+class Tokens:
+    """The tokens of a batch of texts (see the module docstring), as arrays.
+
+    chars: uint32 [K], the code points of all tokens one after the other (texts in order);
+    starts: int64 [T], the index in ``chars`` of every token's first code point (increasing);
+    first: int64 [D], the index of every text's first token (non-decreasing; a text without
+    tokens: the next text's)."""
+
+    chars: np.ndarray
+    starts: np.ndarray
+    first: np.ndarray
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.first)
+
+    @functools.cached_property
+    def lengths(self) -> np.ndarray:
+        """int64 [T]: code points of every token."""
+        return np.diff(self.starts, append=len(self.chars))
+
+    @functools.cached_property
+    def counts(self) -> np.ndarray:
+        """int64 [D]: tokens of every text."""
+        return np.diff(self.first, append=len(self.starts))
+
+    @functools.cached_property
+    def doc(self) -> np.ndarray:
+        """int64 [T]: the text of every token (non-decreasing)."""
+        return np.repeat(np.arange(self.n_docs), self.counts)
+
+
+def tokens(texts: list[str], max_chars: int = DEFAULT_MAX_CHARS) -> Tokens:
+    """The tokens of every text's first ``max_chars`` characters, vectorised over the batch."""
+    sizes = np.array(list(map(len, texts)), dtype=np.int64)
+    if len(texts) and sizes.max() > max_chars:
+        texts = [t[:max_chars] for t in texts]
+        sizes = np.minimum(sizes, max_chars)
+    # U+0000 (a separator) between texts: no token spans two texts
+    joined = "\0".join(texts)
+    packed = _token_table()[np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")]
+    kept = np.flatnonzero(packed >= np.uint32(_WORD << _KIND_SHIFT))
+    chars = packed[kept]
+    word = chars < np.uint32(_SINGLE << _KIND_SHIFT)
+    chars &= np.uint32(_CP_MASK)
+    cont = word[1:] & word[:-1]  # a word character after a word character ...
+    pairs = np.flatnonzero(cont)
+    far = pairs[kept[pairs + 1] - kept[pairs] > 1]
+    if len(far):  # ... with removed characters between: a continuation if none is a separator
+        kind = packed >> np.uint32(_KIND_SHIFT)
+        if (kind == _IGNORED).any():
+            seps = np.cumsum(kind == _SEPARATOR, dtype=np.int64)
+            cont[far] = seps[kept[far + 1]] == seps[kept[far]]
+        else:
+            cont[far] = False
+    start = np.ones(len(kept), dtype=bool)
+    start[1:] = ~cont
+    starts = np.flatnonzero(start)
+    begins = np.zeros(len(texts), dtype=np.int64)  # where every text starts in ``joined``
+    np.cumsum(sizes[:-1] + 1, out=begins[1:])
+    first = np.searchsorted(starts, np.searchsorted(kept, begins))
+    return Tokens(chars, starts, first)
 
 
 def feature_lines(texts: list[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
-    """The fastText input line of every text (see the module docstring), vectorised over the batch."""
-    from stages._minhash import CJK, MARK, SEPARATOR, WORD
-
+    """The fastText input line of every text: its tokens (:func:`tokens`) joined by spaces."""
     if not texts:
         return []
-    fold, cls_table = _tables()
-    heads = [t[:max_chars] for t in texts]
-    joined = "\0".join(heads)  # U+0000 is a separator: no token spans two texts
-    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.int64)
-    cls = cls_table[cps]
-    lengths = np.fromiter((len(t) for t in heads), dtype=np.int64, count=len(heads))
-    doc = np.repeat(np.arange(len(heads), dtype=np.int64), lengths + 1)[: len(cps)]
-    newline = cps == 10
-    kept = (cls == CJK) | (cls == WORD) | (cls == MARK) | newline
-    breaks = np.cumsum((cls == SEPARATOR) & ~newline)  # separators seen up to each position
-    idx = np.flatnonzero(kept)
-    out_cp = np.where(cls[idx] == MARK, cps[idx], fold[cps[idx]].astype(np.int64))
-    out_cp[newline[idx]] = ord(LINE_BREAK)
-    k_cls = cls[idx]
-    k_doc = doc[idx]
-    # a space before every kept character but the first of its text and the continuation of a word
-    space = np.ones(len(idx), dtype=bool)
-    if len(idx):
-        space[0] = False
-        same_doc = k_doc[1:] == k_doc[:-1]
-        space[1:] = same_doc
-        word_cont = (k_cls[1:] == WORD) & (k_cls[:-1] == WORD) & (breaks[idx[1:]] == breaks[idx[:-1]])
-        word_cont &= ~newline[idx[1:]] & ~newline[idx[:-1]]
-        space[1:] &= ~word_cont
-        doc_start = np.ones(len(idx), dtype=bool)
-        doc_start[1:] = ~same_doc
-    else:
-        doc_start = np.zeros(0, dtype=bool)
-    # spaces, then every text's first character preceded by a line break (removed below)
-    inserts = space | doc_start
-    total = len(idx) + int(inserts.sum())
-    result = np.empty(total, dtype=np.uint32)
-    pos = np.arange(len(idx)) + np.cumsum(inserts)
-    result[pos] = out_cp
-    before = pos[inserts] - 1
-    result[before] = np.where(doc_start[inserts], 10, 32)
-    lines = result.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass").split("\n")
-    # texts without any kept character have no line of their own: put them back in order
-    present = np.zeros(len(heads), dtype=bool)
-    present[np.unique(k_doc)] = True
-    out = [""] * len(heads)
-    for i, line in zip(np.flatnonzero(present).tolist(), lines[1:], strict=True):
+    tok = tokens(texts, max_chars)
+    k, t = len(tok.chars), len(tok.starts)
+    present = np.flatnonzero(tok.counts)  # the texts with a token
+    is_first = np.zeros(t, dtype=bool)  # the first token of its text
+    is_first[tok.first[present]] = True
+    # every token preceded by a space, every text's first token by a line break (split on below)
+    result = np.empty(k + t, dtype=np.uint32)
+    inserted = np.zeros(k, dtype=np.int64)
+    inserted[tok.starts] = 1
+    pos = np.arange(k) + np.cumsum(inserted)
+    result[pos] = tok.chars
+    result[pos[tok.starts] - 1] = np.where(is_first, 10, 32)
+    lines = result.astype("<u4").tobytes().decode("utf-32-le").split("\n")
+    # texts without any token have no line of their own: put them back in order
+    out = [""] * len(texts)
+    for i, line in zip(present.tolist(), lines[1:], strict=True):
         out[i] = line
     return out
 
 
 def load_model(path: str | Path) -> Any:
-    """The fastText model at ``path`` (a .bin or quantized .ftz)."""
+    """The model at ``path``: a :class:`stages._quality_linear.LinearModel` for an ``.npz``,
+    else the fastText model (a .bin or quantized .ftz)."""
+    from stages import _quality_linear
+
+    if _quality_linear.is_linear_file(path):
+        return _quality_linear.load(path)
     from stages._fasttext import load_model as _load
 
     return _load(str(path))
 
 
 def predict_scores(model: Any, lines: list[str]) -> np.ndarray:
-    """float64 [len(lines)]: the probability of ``__label__hq`` for every feature line."""
+    """float64 [len(lines)]: fastText's probability of ``__label__hq`` for every feature line."""
     from stages._fasttext import predict
 
     out = np.zeros(len(lines), dtype=np.float64)
@@ -118,6 +182,11 @@ def predict_scores(model: Any, lines: list[str]) -> np.ndarray:
 
 
 def score_texts(model: Any, texts: list[str], max_chars: int = DEFAULT_MAX_CHARS) -> np.ndarray:
+    """float64 [len(texts)]: the score of every text (numpy for a linear model, else fastText)."""
+    from stages import _quality_linear
+
+    if isinstance(model, _quality_linear.LinearModel):
+        return _quality_linear.score_texts(model, texts, max_chars)
     return predict_scores(model, feature_lines(texts, max_chars))
 
 
@@ -137,8 +206,7 @@ class TrainOptions:
     bucket: int = 1 << 19
     seed: int = 0
     max_chars: int = DEFAULT_MAX_CHARS
-    quantize: bool = True  # write .ftz (pruned, product-quantized): a few MB at most
-    cutoff: int = 100_000  # words and n-grams kept when quantizing
+    cutoff: int = 100_000  # words and n-grams kept in a quantized .ftz
 
 
 @dataclass
@@ -194,8 +262,11 @@ def heldout_by_hash(text: str, fraction: float) -> bool:
 def train_model(
     train: list[tuple[str, bool]], out: Path, options: TrainOptions, work_dir: Path | None = None
 ) -> Any:
-    """Train on (text, is_positive) pairs and save the model at ``out`` (quantized when
-    ``options.quantize``); returns the loaded model. Deterministic: one thread, ``options.seed``."""
+    """Train on (text, is_positive) pairs and save the model at ``out``; returns the loaded model.
+    By the suffix of ``out``: ``.ftz`` fastText quantized (pruned to ``options.cutoff``,
+    product-quantized), ``.bin`` fastText as trained, anything else (``.npz``) the linear form
+    (``stages/_quality_linear``). Deterministic: one thread, ``options.seed``."""
+    from stages import _quality_linear
     from stages._fasttext import module
 
     try:
@@ -205,6 +276,7 @@ def train_model(
             f"training needs fastText's training library, which is not installed: {TRAIN_INSTALL}"
         ) from None
     lines = feature_lines([t for t, _ in train], options.max_chars)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         data = Path(tmp) / "train.txt"
         with data.open("w", encoding="utf-8") as f:
@@ -225,11 +297,24 @@ def train_model(
             seed=options.seed,
             verbose=0,
         )
-        if options.quantize:
+        if out.suffix == ".ftz":
             model.quantize(input=str(data), qnorm=True, retrain=False, cutoff=options.cutoff)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    model.save_model(str(out))
+    if out.suffix in (".ftz", ".bin"):
+        model.save_model(str(out))
+    else:
+        linear, why = _quality_linear.from_fasttext(model, options.max_chars)
+        if linear is None:  # cannot happen for a model trained here
+            raise RuntimeError(f"the trained model has no linear form: {why}")
+        _quality_linear.save(linear, out)
     return load_model(out)
+
+
+_FILE_KINDS = {
+    ".npz": "File: the model's linear form (`stages/_quality_linear`: one float per vocabulary word and "
+    "bigram bucket, with the vocabulary), scored in numpy a batch at a time, as fastText would score it.",
+    ".bin": "File: fastText's own format, as trained (the stage converts it to the linear form).",
+    ".ftz": "File: fastText's quantized format (pruned, product-quantized), scored by fastText's predict.",
+}
 
 
 def card_path(model_path: Path) -> Path:
@@ -253,6 +338,8 @@ def write_card(
         "",
         "fastText supervised classifier trained by `dataprep train-quality`; the score of a document",
         f"is the probability of `{POSITIVE}` (its first {options.max_chars} characters are read).",
+        "",
+        _FILE_KINDS.get(model_path.suffix, _FILE_KINDS[".npz"]),
         "",
     ]
     if meaning:

@@ -1,7 +1,7 @@
 """Learned quality score: a fastText classifier (``dataprep train-quality``) scores every document.
 
 score:   the model's probability of "quality" for the document's first ``max_chars`` characters
-         (features: ``stages/_quality_model``), one ``predict`` call per batch; written to
+         (features: ``stages/_quality_model``); written to
          ``doc.meta["quality"]`` (and ``doc.meta["scores"]["quality_classifier"]`` with
          ``keep_scores``), histogrammed as ``quality`` in stats.json and the report.
 decide:  ``threshold``: documents scoring below it are dropped as ``low_quality`` (a map stage: no
@@ -14,16 +14,20 @@ decide:  ``threshold``: documents scoring below it are dropped as ``low_quality`
          most one bin more); apply drops the others, reading the scores kept by compute.
 model:   ``demo`` = the demonstration model shipped in stages/data (see its card: edited prose
          against spam, keyword dumps, boilerplate and mojibake, for showing the stage, not for
-         deciding what quality means for a corpus), or the path of a .bin / .ftz model.
-         setup loads it once in the driver (fail fast) and copies it into the stage's work
-         directory, where the workers load it.
+         deciding what quality means for a corpus), or the path of a model: ``.npz`` (what
+         ``train-quality`` writes) or a fastText ``.bin`` / ``.ftz``. setup loads it once in the
+         driver (fail fast) and writes into the stage's work directory, where the workers load
+         it, ``model.npz`` when the model has the linear form (``stages/_quality_linear``: an
+         ``.npz``, or a fastText model that is unquantized, softmax over the two labels, without
+         subword n-grams: converted), scored in numpy, a batch at once; otherwise ``model.bin``,
+         scored by fastText's ``predict`` one document at a time, about 10x slower (setup says
+         why in an example). Counters ``scored_numpy`` / ``scored_fasttext``: documents each way.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -42,15 +46,18 @@ from dataprep.stage import (
 )
 from stages._filter_base import SHARE_EDGES
 
-DEMO_MODEL = Path(__file__).parent / "data" / "quality_demo.ftz"
+DEMO_MODEL = Path(__file__).parent / "data" / "quality_demo.npz"
 BINS = 1 << 16
 EXAMPLE_CHARS = 300
-_MODELS: dict[str, Any] = {}  # loaded models per process, by path
+_MODELS: dict[tuple[str, int, int], Any] = {}  # loaded models per process: path, mtime, size
+LINEAR_FILE, FASTTEXT_FILE = "model.npz", "model.bin"  # in the work directory
 
 
 @dataclass
 class QualityParams:
-    model: str = param(help="fastText model (.ftz/.bin from `dataprep train-quality`), or 'demo'")
+    model: str = param(
+        help="quality model (.npz from `dataprep train-quality`, or fastText .bin/.ftz), or 'demo'"
+    )
     threshold: float = param(0.5, help="drop documents scoring below this (when top_fraction is not set)")
     top_fraction: float | None = param(
         None, help="instead of threshold: keep this best-scored share of each group (a global pass)"
@@ -79,10 +86,18 @@ def resolve_model(ref: str) -> Path:
 def _model(path: Path) -> Any:
     from stages._quality_model import load_model
 
-    key = str(path)
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _MODELS:
         _MODELS[key] = load_model(path)
     return _MODELS[key]
+
+
+def _write_if_changed(target: Path, data: bytes) -> None:
+    if not target.exists() or target.read_bytes() != data:
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
 
 
 def score_bins(scores: np.ndarray) -> np.ndarray:
@@ -143,29 +158,46 @@ class QualityClassifier(GlobalStage):
         )
 
     def setup(self, ctx: DriverContext) -> None:
+        from stages import _quality_linear
+
         path = resolve_model(self.params.model)
         if not path.is_file():
             raise RecipeError(
                 f"{ctx.label}: model {self.params.model!r} not found ({path}); train one with "
-                "`dataprep train-quality --positive ... --negative ... --out MODEL.ftz` or use 'demo'"
+                "`dataprep train-quality --positive ... --negative ... --out MODEL.npz` or use 'demo'"
             )
         try:
-            _model(path)
+            model = _model(path)
         except (ValueError, RuntimeError, OSError) as e:
-            raise RecipeError(f"{ctx.label}: {path} is not a fastText model: {e}") from None
-        target = ctx.work_dir / "model.bin"
-        if not target.exists() or target.read_bytes() != path.read_bytes():
-            tmp = target.with_suffix(".tmp")
-            shutil.copyfile(path, tmp)
-            tmp.replace(target)
+            raise RecipeError(f"{ctx.label}: {path} is not a quality model: {e}") from None
+        if isinstance(model, _quality_linear.LinearModel):
+            data, keep, stale = path.read_bytes(), LINEAR_FILE, FASTTEXT_FILE
+        else:
+            linear, why = _quality_linear.from_fasttext(model, self.params.max_chars)
+            if linear is not None:  # converted once here; the workers load the .npz
+                data, keep, stale = _quality_linear.to_bytes(linear), LINEAR_FILE, FASTTEXT_FILE
+            else:
+                data, keep, stale = path.read_bytes(), FASTTEXT_FILE, LINEAR_FILE
+                ctx.stats.add_example(
+                    "scored by fastText's predict, one document at a time (about 10x slower than numpy)",
+                    [{"label": path.name, "text": f"the model has no linear form: {why}"}],
+                )
+        _write_if_changed(ctx.work_dir / keep, data)
+        (ctx.work_dir / stale).unlink(missing_ok=True)
 
     def _score(self, batch: list[Document], ctx: StageContext) -> np.ndarray:
+        from stages import _quality_linear
         from stages._quality_model import score_texts
 
-        path = ctx.work_dir / "model.bin"
+        path = ctx.work_dir / LINEAR_FILE
+        if not path.exists():
+            path = ctx.work_dir / FASTTEXT_FILE
         if not path.exists():  # used outside a run (no setup): the model as named
             path = resolve_model(self.params.model)
-        return score_texts(_model(path), [d.text for d in batch], self.params.max_chars)
+        model = _model(path)
+        linear = isinstance(model, _quality_linear.LinearModel)
+        ctx.stats.count("scored_numpy" if linear else "scored_fasttext", len(batch))
+        return score_texts(model, [d.text for d in batch], self.params.max_chars)
 
     def _group(self, doc: Document) -> str:
         by = self.params.group_by
@@ -238,8 +270,8 @@ class QualityClassifier(GlobalStage):
         ctx.stats.histogram("quality", SHARE_EDGES).add(scores)
         bins = score_bins(scores)
         out: list[StageResult] = []
-        for doc, score, b in zip(batch, scores.tolist(), bins.tolist(), strict=True):
-            q = round(score, 6)
+        rounded = np.round(scores, 6).tolist()
+        for doc, score, q, b in zip(batch, scores.tolist(), rounded, bins.tolist(), strict=True):
             doc.meta["quality"] = q
             if p.keep_scores:
                 doc.meta.setdefault("scores", {})[self.name] = {"quality": q}

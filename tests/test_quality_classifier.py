@@ -1,5 +1,6 @@
 """quality_classifier and `dataprep train-quality`: features without a segmenter, training with
-held-out figures and a card, scoring through either fastText package, threshold and top_fraction."""
+held-out figures and a card, threshold and top_fraction (the numpy scorer against fastText's
+own: tests/test_quality_linear.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import opencc
 from dataprep.document import Document, Drop
 from dataprep.stage import StageContext, build_params
 from dataprep.stats import StageStats
-from stages._quality_model import POSITIVE, feature_lines, load_model, predict_scores, score_texts
+from stages._minhash import CJK, IGNORED, MARK, WORD, char_tables
+from stages._quality_linear import LinearModel
+from stages._quality_model import feature_lines, load_model, score_texts
 from stages.quality_classifier import DEMO_MODEL, QualityClassifier, QualityParams
 
 try:
@@ -75,15 +78,45 @@ def test_features_fold_forms_and_need_no_segmenter() -> None:
     assert feature_lines(["", "字"]) == ["", "字"]
 
 
-def test_scores_are_the_models_probability_line_by_line() -> None:
-    model = load_model(DEMO_MODEL)
+def reference_line(text: str, max_chars: int) -> str:
+    """feature_lines' contract, one character at a time."""
+    fold, cls = char_tables(True)
+    words: list[str] = []
+    word = ""
+    for ch in text[:max_chars]:
+        c, k = ord(ch), int(cls[ord(ch)])
+        if k == WORD and c != 10:
+            word += chr(fold[c])
+            continue
+        if k == IGNORED:  # removed, no break
+            continue
+        if word:
+            words.append(word)
+            word = ""
+        if c == 10:
+            words.append("¶")
+        elif k == CJK:
+            words.append(chr(fold[c]))
+        elif k == MARK:
+            words.append(ch)
+    return " ".join([*words, word] if word else words)
+
+
+def test_feature_lines_follow_the_per_character_reference() -> None:
+    rng = random.Random(7)
+    alphabet = "ab字詞。，,!\n \t\r\u0301\u200d\u00adéÀ1２Ａ\0¶😀𠀀ｶﾞ한—「」"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(500)]
+    texts += ["", "\n", "x" * 50, PROSE[0], keyword_dump(rng)]
+    for max_chars in (10, 4000):
+        assert feature_lines(texts, max_chars) == [reference_line(t, max_chars) for t in texts]
+
+
+def test_the_demo_model_tells_prose_from_keyword_dumps() -> None:
+    model = load_model(DEMO_MODEL)  # its linear form: scored in numpy (tests/test_quality_linear.py)
     texts = [prose(random.Random(i)) for i in range(5)] + [keyword_dump(random.Random(i)) for i in range(5)]
-    lines = feature_lines(texts)
-    scores = predict_scores(model, lines)
-    for line, score in zip(lines, scores.tolist(), strict=True):
-        labels, probs = model.predict(line, k=-1)  # fastText's own single-line call
-        assert math.isclose(score, float(dict(zip(labels, probs, strict=True))[POSITIVE]), abs_tol=1e-5)
-    assert scores[:5].min() > scores[5:].max()  # the demo model tells prose from keyword dumps
+    scores = score_texts(model, texts)
+    assert scores.shape == (10,) and ((scores >= 0) & (scores <= 1)).all()
+    assert scores[:5].min() > 0.9 > 0.1 > scores[5:].max()
 
 
 def test_threshold_drops_low_scores_with_reason_and_score(tmp_path: Path) -> None:
@@ -144,9 +177,9 @@ def test_train_quality_prints_held_out_figures_and_writes_a_card(tmp_path: Path)
             "".join(json.dumps({"text": make(rng)}, ensure_ascii=False) + "\n" for _ in range(150)),
             encoding="utf-8",
         )
-    out = tmp_path / "model.ftz"
+    out = tmp_path / "model.npz"
     cmd = [sys.executable, "-m", "dataprep.cli", "train-quality", "--positive", str(pos)]
-    cmd += ["--negative", str(neg), "--out", str(out), "--epoch", "5", "--bucket", "4096", "--cutoff", "2000"]
+    cmd += ["--negative", str(neg), "--out", str(out), "--epoch", "5", "--bucket", "4096"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stderr
     m = re.search(
@@ -154,8 +187,9 @@ def test_train_quality_prints_held_out_figures_and_writes_a_card(tmp_path: Path)
     )
     assert m, proc.stdout
     assert float(m[3]) > 0.9 and int(m[4]) > 0 and int(m[5]) > 0  # separable data, both classes held out
-    card = (tmp_path / "model.ftz.card.md").read_text(encoding="utf-8")
+    card = (tmp_path / "model.npz.card.md").read_text(encoding="utf-8")
     assert str(pos) in card and f"{float(m[3]):.3f}" in card
     model = load_model(out)
+    assert isinstance(model, LinearModel) and model.bucket == 4096
     s = score_texts(model, [prose(random.Random(99)), keyword_dump(random.Random(99))])
     assert s[0] > s[1]

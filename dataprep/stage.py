@@ -92,7 +92,8 @@ class DriverContext:
     reject(): drop a document while deciding (a terminal stage, in ``decide``).
     input_sample(max_bytes): texts of the run's input, the same whatever the number of workers:
     the first documents of up to INPUT_SAMPLE_TASKS tasks spread evenly over the plan, as the
-    reader emits them (before any stage), up to ``max_bytes`` UTF-8 bytes in all.
+    reader emits them (before any stage), up to ``max_bytes`` UTF-8 bytes in all (a document that
+    crosses a task's share is cut there).
     """
 
     work_dir: Path

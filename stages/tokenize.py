@@ -136,13 +136,14 @@ def check_engines(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def sample_head(texts: list[str], max_bytes: int) -> list[str]:
-    """The first ``texts`` up to ``max_bytes`` UTF-8 bytes (the one that crosses it included)."""
+    """The first ``texts`` up to ``max_bytes`` UTF-8 bytes (the one that crosses it cut there)."""
     out, size = [], 0
     for text in texts:
         if size >= max_bytes:
             break
-        out.append(text)
-        size += len(text.encode("utf-8"))
+        data = text.encode("utf-8")[: max_bytes - size]
+        out.append(data.decode("utf-8", "ignore"))
+        size += len(data)
     return out
 
 
@@ -181,7 +182,9 @@ def _import_training(_: Any = None) -> None:
 def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
     """Merge the tasks' samples, train on the smallest hashes, measure on the next ones, save.
 
-    Returns training.json's content plus "path" (the tokenizer file; "" when there is no text).
+    Returns training.json's content plus "path" (the tokenizer file; "" when there is no text)
+    and "verdict" (the run's engine check on the first held-out texts, or None), or "path" and
+    "refused" (why a demanded fastokens engine cannot be used).
     """
     from dataprep.formats.train_tokenizer import (
         heldout_quality,
@@ -199,6 +202,15 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
         return {"path": ""}
     out = Path(job["out"])
     path = train_tokenizer(texts, out, job["kind"], job["vocab_size"])
+    verdict = None  # none (nothing held out): each task checks its first documents itself
+    if job.get("engine", "tokenizers") != "tokenizers" and path.suffix == ".json" and heldout:
+        from dataprep.formats.tokenizer import RUN_CHECK_BYTES, TokenizerError
+
+        check = {"path": str(path), "engine": job["engine"], "texts": sample_head(heldout, RUN_CHECK_BYTES)}
+        try:  # first, so that measuring on the held-out texts below encodes on the verdict
+            verdict = check_engines(check)
+        except TokenizerError as e:
+            return {"path": str(path), "refused": str(e)}
     info = {
         "kind": job["kind"],
         "vocab_size": job["vocab_size"],
@@ -207,16 +219,6 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
         **heldout_quality(path, heldout),
     }
     write_training_info(out, info)
-    verdict = None
-    if job.get("engine", "tokenizers") != "tokenizers" and path.suffix == ".json":
-        from dataprep.formats.tokenizer import RUN_CHECK_BYTES, TokenizerError
-
-        try:
-            verdict = check_engines(
-                {"path": str(path), "engine": job["engine"], "texts": sample_head(heldout, RUN_CHECK_BYTES)}
-            )
-        except TokenizerError as e:
-            return {**info, "path": str(path), "refused": str(e)}
     return {**info, "path": str(path), "verdict": verdict}
 
 
@@ -281,6 +283,8 @@ class Tokenize(GlobalStage):
         from dataprep.formats.tokenizer import RUN_CHECK_BYTES
 
         texts = ctx.input_sample(RUN_CHECK_BYTES) if ctx.input_sample is not None else []
+        if not texts:  # nothing to check on: each task checks its first documents itself
+            return
         job = {"path": str(path), "engine": self.params.engine, "texts": texts}
         if ctx.executor is not None:
             self._checking = ctx.executor.submit(check_engines, job)
@@ -353,12 +357,12 @@ class Tokenize(GlobalStage):
                 f"tokenize: the {ctx.docs_in} documents left hold no text to train a tokenizer on; "
                 "drop empty documents before (filter_length) or give tokenize.tokenizer a tokenizer file"
             )
+        if info.get("refused"):
+            raise RecipeError(f"tokenize: {info['refused']}")
         ctx.stats.count("train_sample_docs", info["sample_docs"])
         ctx.stats.count("train_sample_bytes", info["sample_bytes"])
         for key in ("heldout_docs", "heldout_chars", "heldout_bytes", "heldout_tokens"):
             ctx.stats.count(key, info[key])
-        if info.get("refused"):
-            raise RecipeError(f"tokenize: {info['refused']}")
         _publish(ctx, self.params, Path(info["path"]))
         if info.get("verdict") is not None:
             _take_verdict(ctx, info["verdict"])

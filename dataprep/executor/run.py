@@ -310,7 +310,7 @@ def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
     """Texts of the run's input (see :class:`DriverContext`): the first documents of up to
     INPUT_SAMPLE_TASKS tasks spread evenly over the plan (tasks i * n // k), read as pass 0 reads
     them but with bad records skipped and nothing counted, each task giving up to its share of
-    ``max_bytes`` UTF-8 bytes (the document that crosses it included)."""
+    ``max_bytes`` UTF-8 bytes (the document that crosses it cut there, at a character boundary)."""
     tasks = ctx.plan.tasks
     k = min(len(tasks), INPUT_SAMPLE_TASKS)
     if k == 0 or max_bytes <= 0:
@@ -328,8 +328,9 @@ def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
         size = 0
         try:
             for doc in docs:
-                texts.append(doc.text)
-                size += len(doc.text.encode("utf-8"))
+                data = doc.text.encode("utf-8")[: share - size]
+                texts.append(data.decode("utf-8", "ignore"))  # a document that crosses the share is cut
+                size += len(data)
                 if size >= share:
                     break
         finally:

@@ -274,6 +274,8 @@ class Tokenize(GlobalStage):
         info = _publish(ctx, self.params, dst)
         if info["kind"] == "hf" and self.params.engine != "tokenizers":
             self._start_check(ctx, dst)
+            if self.params.engine == "fastokens":  # demanded: fail before any pass, not after some
+                self.prepare_apply(ctx)
 
     def _start_check(self, ctx: DriverContext, path: Path) -> None:
         """Start the run's engine check on a worker (in this process without an executor); its

@@ -90,6 +90,10 @@ class DriverContext:
     process); a decide spreads its work over it with :class:`dataprep.decide_jobs.DecideJobs`
     (e.g. one job per hash partition). workers: how many jobs run at once.
     reject(): drop a document while deciding (a terminal stage, in ``decide``).
+    input_sample(max_bytes): texts of the run's input, the same whatever the number of workers:
+    the first documents of up to INPUT_SAMPLE_TASKS tasks spread evenly over the plan, as the
+    reader emits them (before any stage), up to ``max_bytes`` UTF-8 bytes in all (a document that
+    crosses a task's share is cut there).
     """
 
     work_dir: Path
@@ -106,6 +110,7 @@ class DriverContext:
     docs_in: int = 0  # in ``decide``: the documents that reached this stage's ``compute``
     rejected: Any = None  # where ``reject`` writes (a RejectedWriter), in ``decide`` only
     unkept_chars: list[int] = field(default_factory=list)  # characters of each document rejected
+    input_sample: Callable[[int], list[str]] | None = None  # None: no input to sample (e.g. in tests)
 
     def publish(self, name: str, value: Any) -> None:
         self.artifacts[name] = value
@@ -174,6 +179,11 @@ class Stage:
 
     def setup(self, ctx: DriverContext) -> None:
         """Driver-side check before any work starts (fail fast: missing files, bad settings)."""
+
+    def prepare_apply(self, ctx: DriverContext) -> None:
+        """Called in the driver before the pass that runs this stage's ``process`` / ``apply``
+        (after every decide before it, also when that pass is already done in a resumed run):
+        e.g. collect a check ``setup`` started on the workers and publish its result."""
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
         """Slow preparations of the processes that will do this stage's decide-time work (the driver

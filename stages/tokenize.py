@@ -18,10 +18,18 @@ are encoded as plain text, so an EOS id never comes from a document (a document 
 contain it anyway is dropped as ``eos_in_tokens``).
 
 Engine (``engine``): a tokenizer.json is encoded by fastokens (a compiled reader of
-tokenizer.json) when it loads the file and reproduces the tokenizers library's ids (the first
-documents of every task are encoded both ways and compared; a difference switches the task back
-to tokenizers with a warning). Counters: ``engine_fastokens`` / ``engine_tokenizers`` /
-``engine_sentencepiece`` (texts each engine encoded), ``engine_checked``, ``engine_mismatch``.
+tokenizer.json) when it loads the file and reproduces the tokenizers library's ids. That is
+checked once per run, on a sample, and every task takes the verdict (the "tokenizer_engine"
+artifact): a given tokenizer is checked on the input sample of
+:attr:`dataprep.stage.DriverContext.input_sample` (the first documents of up to 32 tasks spread
+over the plan, 256 KiB of text in all: about 0.2 CPU-s of tokenizers on Chinese text), on one of
+the workers, which keeps both engines for its tasks; a trained byte-level BPE on the first 256 KiB
+of its held-out texts, in the training process. A difference sends the whole run to tokenizers
+with a warning (an error under ``engine: fastokens``). The decoded texts of the sample are
+compared too: when they are the same, the round-trip check decodes with fastokens and the
+workers never load the tokenizers library. Counters: ``engine_fastokens`` /
+``engine_tokenizers`` / ``engine_sentencepiece`` (texts each engine encoded), ``engine_checked``
+(texts of the run's check), ``engine_mismatch`` (1 when it found a difference).
 
 Optional paragraph cuts (``paragraph_cuts_over``): a document with more tokens than that is
 encoded line by line instead, and the line boundaries (token offsets) are stored in
@@ -83,8 +91,8 @@ class TokenizeParams:
     )
     engine: Literal["auto", "tokenizers", "fastokens"] = param(
         "auto",
-        help="encoder of a tokenizer.json: fastokens when it gives the same ids (checked on the first "
-        "documents of every task), the tokenizers library, or fastokens demanded",
+        help="encoder of a tokenizer.json: fastokens when it gives the same ids (checked once per run "
+        "on a sample of the text), the tokenizers library, or fastokens demanded",
     )
 
     def validate(self) -> None:
@@ -101,7 +109,8 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[st
 
     try:
         tok = load_tokenizer(local)
-        tok.use_engine(params.engine)
+        if tok.kind != "hf":
+            tok.use_engine(params.engine)  # fails fast on an engine this tokenizer cannot have
         specials = tok.special_tokens(params.eos_token, params.pad_token)
         info = describe(tok, specials, f"{TOKENIZER_DIR}/{local.name}", params.model_vocab_size)
     except TokenizerError as e:
@@ -111,11 +120,49 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[st
     return info
 
 
-def identity_check_bytes(num_tasks: int) -> int:
-    """UTF-8 bytes a task encodes with both engines before trusting the fast one: 2 MiB over the
-    whole run, at least 32 KiB and at most 1 MiB per task (the check costs the reference encoder's
-    time, so checking every byte of a small corpus would undo the fast engine)."""
-    return min(max((2 << 20) // max(num_tasks, 1), 32 << 10), 1 << 20)
+ENGINE_ARTIFACT = "tokenizer_engine"
+
+
+def check_engines(job: dict[str, Any]) -> dict[str, Any]:
+    """The run's engine check (runs in any process; see
+    :meth:`dataprep.formats.tokenizer.HFTokenizer.check_engine`): job ``path`` (the tokenizer
+    file the tasks load, so this process keeps what it built for them), ``engine`` (the mode),
+    ``texts``. Returns the verdict."""
+    from dataprep.formats.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(job["path"])
+    tok.use_engine(job["engine"])
+    return tok.check_engine(job["texts"])
+
+
+def sample_head(texts: list[str], max_bytes: int) -> list[str]:
+    """The first ``texts`` up to ``max_bytes`` UTF-8 bytes (the one that crosses it cut there)."""
+    out, size = [], 0
+    for text in texts:
+        if size >= max_bytes:
+            break
+        data = text.encode("utf-8")[: max_bytes - size]
+        out.append(data.decode("utf-8", "ignore"))
+        size += len(data)
+    return out
+
+
+def _take_verdict(ctx: DriverContext, verdict: dict[str, Any]) -> None:
+    """Publish the run's engine verdict for the tasks, count it, warn about a mismatch."""
+    import warnings
+
+    ctx.publish(ENGINE_ARTIFACT, verdict)
+    ctx.stats.count("engine_checked", verdict["checked"])
+    mismatch = verdict.get("mismatch")
+    if mismatch:
+        ctx.stats.count("engine_mismatch")
+        warnings.warn(
+            f"tokenize: fastokens and tokenizers give different ids at character {mismatch['position']} "
+            f"of a text of the sample ({mismatch['text']!r}: {mismatch['fastokens']} vs "
+            f"{mismatch['tokenizers']}); encoding with tokenizers",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def heldout_budget(train_bytes: int) -> int:
@@ -135,7 +182,9 @@ def _import_training(_: Any = None) -> None:
 def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
     """Merge the tasks' samples, train on the smallest hashes, measure on the next ones, save.
 
-    Returns training.json's content plus "path" (the tokenizer file; "" when there is no text).
+    Returns training.json's content plus "path" (the tokenizer file; "" when there is no text)
+    and "verdict" (the run's engine check on the first held-out texts, or None), or "path" and
+    "refused" (why a demanded fastokens engine cannot be used).
     """
     from dataprep.formats.train_tokenizer import (
         heldout_quality,
@@ -153,6 +202,15 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
         return {"path": ""}
     out = Path(job["out"])
     path = train_tokenizer(texts, out, job["kind"], job["vocab_size"])
+    verdict = None  # none (nothing held out): each task checks its first documents itself
+    if job.get("engine", "tokenizers") != "tokenizers" and path.suffix == ".json" and heldout:
+        from dataprep.formats.tokenizer import RUN_CHECK_BYTES, TokenizerError
+
+        check = {"path": str(path), "engine": job["engine"], "texts": sample_head(heldout, RUN_CHECK_BYTES)}
+        try:  # first, so that measuring on the held-out texts below encodes on the verdict
+            verdict = check_engines(check)
+        except TokenizerError as e:
+            return {"path": str(path), "refused": str(e)}
     info = {
         "kind": job["kind"],
         "vocab_size": job["vocab_size"],
@@ -161,7 +219,7 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
         **heldout_quality(path, heldout),
     }
     write_training_info(out, info)
-    return {**info, "path": str(path)}
+    return {**info, "path": str(path), "verdict": verdict}
 
 
 def _holding(arrays: list[np.ndarray], value: int) -> set[int]:
@@ -193,6 +251,7 @@ class Tokenize(GlobalStage):
         self._examples: list[dict[str, Any]] = []
         self._engine_task = True
         self._trainer: IsolatedProcess | None = None  # the training process, started ahead
+        self._checking: Any = None  # the future of the run's engine check (a given tokenizer)
 
     def needs_global_pass(self) -> bool:
         return self.params.tokenizer == "train"
@@ -212,7 +271,43 @@ class Tokenize(GlobalStage):
         config = src.parent / "tokenizer_config.json"
         if src.suffix == ".json" and config.is_file():
             shutil.copyfile(config, dst.parent / config.name)
-        _publish(ctx, self.params, dst)
+        info = _publish(ctx, self.params, dst)
+        if info["kind"] == "hf" and self.params.engine != "tokenizers":
+            self._start_check(ctx, dst)
+            if self.params.engine == "fastokens":  # demanded: fail before any pass, not after some
+                self.prepare_apply(ctx)
+
+    def _start_check(self, ctx: DriverContext, path: Path) -> None:
+        """Start the run's engine check on a worker (in this process without an executor); its
+        verdict is taken in :meth:`prepare_apply`."""
+        from concurrent.futures import Future
+
+        from dataprep.formats.tokenizer import RUN_CHECK_BYTES
+
+        texts = ctx.input_sample(RUN_CHECK_BYTES) if ctx.input_sample is not None else []
+        if not texts:  # nothing to check on: each task checks its first documents itself
+            return
+        job = {"path": str(path), "engine": self.params.engine, "texts": texts}
+        if ctx.executor is not None:
+            self._checking = ctx.executor.submit(check_engines, job)
+            return
+        self._checking = Future()
+        try:
+            self._checking.set_result(check_engines(job))
+        except Exception as e:
+            self._checking.set_exception(e)
+
+    def prepare_apply(self, ctx: DriverContext) -> None:
+        from dataprep.formats.tokenizer import TokenizerError
+
+        if self._checking is None:
+            return
+        checking, self._checking = self._checking, None
+        try:
+            verdict = checking.result()
+        except TokenizerError as e:
+            raise RecipeError(f"tokenize: {e}") from None
+        _take_verdict(ctx, verdict)
 
     # -- training sample (pass before): per task, the texts with the smallest hashes
     def begin_task(self, ctx: StageContext) -> None:
@@ -253,6 +348,7 @@ class Tokenize(GlobalStage):
             "out": str(ctx.output_dir / TOKENIZER_DIR),
             "kind": self.params.kind,
             "vocab_size": self.params.vocab_size,
+            "engine": self.params.engine,
         }
         # training holds the sample several times over (GBs for a large sample): a process of its
         # own gives that memory back before packing starts
@@ -263,11 +359,15 @@ class Tokenize(GlobalStage):
                 f"tokenize: the {ctx.docs_in} documents left hold no text to train a tokenizer on; "
                 "drop empty documents before (filter_length) or give tokenize.tokenizer a tokenizer file"
             )
+        if info.get("refused"):
+            raise RecipeError(f"tokenize: {info['refused']}")
         ctx.stats.count("train_sample_docs", info["sample_docs"])
         ctx.stats.count("train_sample_bytes", info["sample_bytes"])
         for key in ("heldout_docs", "heldout_chars", "heldout_bytes", "heldout_tokens"):
             ctx.stats.count(key, info[key])
         _publish(ctx, self.params, Path(info["path"]))
+        if info.get("verdict") is not None:
+            _take_verdict(ctx, info["verdict"])
         return {}
 
     def drop_hint(self, reason: str, label: str) -> str | None:
@@ -312,8 +412,8 @@ class Tokenize(GlobalStage):
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:
         tok = self._load(ctx)
-        if self._engine_task:  # engine choice and identity check per task (deterministic counters)
-            tok.use_engine(self.params.engine, check_bytes=identity_check_bytes(ctx.num_tasks))
+        if self._engine_task:  # the engine of the run's check (the same in every task)
+            tok.use_engine(self.params.engine, verdict=ctx.artifacts.get(ENGINE_ARTIFACT))
             tok.take_counts()
             self._engine_task = False
         encoded = tok.encode_batch([d.text for d in batch])

@@ -318,11 +318,7 @@ def test_forced_mismatch_falls_back_with_a_warning(trained, docs, monkeypatch):
         tok.encode_batch(texts)
 
 
-def test_check_budget_in_bytes_is_spread_over_the_run(trained, docs):
-    from stages.tokenize import identity_check_bytes
-
-    assert identity_check_bytes(1) == 1 << 20 and identity_check_bytes(64) == 32 << 10
-    assert identity_check_bytes(16) == 128 << 10 and identity_check_bytes(100_000) == 32 << 10
+def test_check_budget_in_bytes(trained, docs):
     tok = HFTokenizer(trained)
     tok.use_engine("auto", check_bytes=len(docs[0].encode()) + 1)
     tok.encode_batch(docs[:10])
@@ -340,6 +336,60 @@ def test_check_budget_then_fastokens_alone(trained, docs, monkeypatch):
     tok.use_engine("tokenizers")
     tok.encode_batch(docs[:4])
     assert tok.engine == "tokenizers" and tok.take_counts() == {"engine_tokenizers": 4}
+
+
+def test_run_check_verdict_is_taken_without_checking_again(trained, docs):
+    checker = HFTokenizer(trained)
+    verdict = checker.check_engine(docs[:50])
+    assert verdict == {
+        "engine": "fastokens",
+        "checked": 50,
+        "mismatch": None,
+        "refused": "",
+        "decode_same": True,
+    }
+    tok = HFTokenizer(trained)  # another process's copy
+    tok.use_engine("auto", verdict=verdict)
+    got = tok.encode_batch(docs[50:80])
+    assert tok.decode(got[0]) == docs[50]
+    assert tok.take_counts() == {"engine_fastokens": 30}  # nothing checked again
+    assert tok._ref is None  # the tokenizers library was never loaded
+    assert [g.tolist() for g in got] == reference_ids(trained, docs[50:80])
+
+
+def test_run_check_planted_mismatch_switches_every_taker_to_tokenizers(trained, docs, monkeypatch):
+    checker = HFTokenizer(trained)
+    real = checker._fast
+
+    def broken(texts):
+        out = real(texts)
+        out[7] = out[7].copy()
+        out[7][1] += 1
+        return out
+
+    monkeypatch.setattr(checker, "_fast", broken)
+    verdict = checker.check_engine(docs[:20])
+    assert verdict["engine"] == "tokenizers" and verdict["checked"] == 20
+    assert verdict["mismatch"]["position"] > 0 and docs[7].find(verdict["mismatch"]["text"]) >= 0
+    assert checker.engine == "tokenizers"
+    tok = HFTokenizer(trained)
+    tok.use_engine("auto", verdict=verdict)
+    assert tok.engine == "tokenizers"
+    assert [g.tolist() for g in tok.encode_batch(docs[20:30])] == reference_ids(trained, docs[20:30])
+    assert tok.take_counts() == {"engine_tokenizers": 10}
+    checker.use_engine("fastokens")
+    with pytest.raises(TokenizerError, match="was demanded"):
+        checker.check_engine(docs[:20])
+
+
+def test_run_check_refused_engine_is_not_built_again(tmp_path, trained, docs):
+    path = _variant(trained, tmp_path, normalizer={"type": "NFKC"})
+    verdict = HFTokenizer(path).check_engine(docs[:5])
+    assert verdict["engine"] == "tokenizers" and verdict["refused"] and verdict["checked"] == 0
+    tok = HFTokenizer(path)
+    tok.use_engine("auto", verdict=verdict)
+    assert tok.engine == "tokenizers" and tok.fastokens_refused == verdict["refused"]
+    assert tok._fastokens is None
 
 
 def test_sentencepiece_keeps_its_own_engine(tmp_path, docs):
@@ -380,6 +430,57 @@ def test_stage_engines_write_identical_shards(tmp_path, trained, docs):
     assert shards
     for rel in shards:
         assert (outs["auto"] / rel).read_bytes() == (outs["tokenizers"] / rel).read_bytes()
+
+
+def test_stage_checks_once_per_run_on_the_input_sample(tmp_path, trained, docs, monkeypatch):
+    import stages.tokenize as module
+
+    corpus = write_corpus(tmp_path / "c", docs[1:1200:3], files=4)
+    calls = []
+    real = module.check_engines
+
+    def counted(job):
+        calls.append(len(job["texts"]))
+        return real(job)
+
+    monkeypatch.setattr(module, "check_engines", counted)
+    stages = [{"tokenize": {"tokenizer": str(trained)}}, {"pack": {"seq_length": 256, "writers": ["bin"]}}]
+    run_prepare(corpus, tmp_path / "o", stages, workers=1)
+    counters = _counters(tmp_path / "o")
+    assert len(calls) == 1 and counters["engine_checked"] == calls[0]  # 4 tasks, one check
+    assert 300 < calls[0] <= 400  # from every task, up to a quarter of the 256 KiB each
+    assert counters["engine_fastokens"] == 400 and "engine_mismatch" not in counters
+
+
+def test_stage_planted_mismatch_sends_the_run_to_tokenizers(tmp_path, trained, docs, monkeypatch):
+    corpus = write_corpus(tmp_path / "c", docs[1:1200:3], files=3)
+    real = HFTokenizer._fast
+
+    def broken(self, texts):
+        out = real(self, texts)
+        if len(texts) > 5:  # the run's check: one text differs
+            out[5] = out[5].copy()
+            out[5][0] += 1
+        return out
+
+    monkeypatch.setattr(HFTokenizer, "_fast", broken)
+    pack = {"pack": {"seq_length": 256, "shuffle": False, "writers": ["bin"]}}
+    with pytest.warns(RuntimeWarning, match="different ids"):
+        run_prepare(corpus, tmp_path / "o", [{"tokenize": {"tokenizer": str(trained)}}, pack], workers=1)
+    counters = _counters(tmp_path / "o")
+    assert counters["engine_mismatch"] == 1 and counters["engine_tokenizers"] == 400
+    assert "engine_fastokens" not in counters
+    run_prepare(
+        corpus, tmp_path / "ref", [{"tokenize": {"tokenizer": str(trained), "engine": "tokenizers"}}, pack]
+    )
+    shards = sorted(p.relative_to(tmp_path / "o") for p in (tmp_path / "o").rglob("*.bin"))
+    assert shards and all(
+        (tmp_path / "o" / r).read_bytes() == (tmp_path / "ref" / r).read_bytes() for r in shards
+    )
+    with pytest.raises(RecipeError, match="was demanded"):
+        run_prepare(
+            corpus, tmp_path / "f", [{"tokenize": {"tokenizer": str(trained), "engine": "fastokens"}}, pack]
+        )
 
 
 def test_stage_refuses_a_demanded_fastokens_it_cannot_have(tmp_path, docs):

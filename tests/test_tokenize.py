@@ -169,6 +169,9 @@ def test_training_holds_out_text_and_measures_tokens_per_char(tmp_path, texts):
     assert counters["heldout_tokens"] == sum(len(ids) for ids in tok.encode_batch(heldout))
     assert info["tokens_per_char"] == round(counters["heldout_tokens"] / counters["heldout_chars"], 4)
     assert 0.2 < info["tokens_per_char"] < 3
+    # the run's engine check: once, on the held-out texts (up to 256 KiB), none in the tasks
+    assert counters["engine_checked"] == counters["heldout_docs"] and "engine_mismatch" not in counters
+    assert counters["engine_fastokens"] == len(texts) and "engine_tokenizers" not in counters
 
 
 def test_split_heldout_trains_on_the_smallest_hashes_first():

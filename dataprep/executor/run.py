@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprep import __version__
+from dataprep import stage as stage_registry
 from dataprep.docstore import RejectedWriter
 from dataprep.executor.base import Executor, make_executor
 from dataprep.executor.context import RunContext
@@ -33,7 +34,7 @@ from dataprep.io import write_text_atomic
 from dataprep.plan import InputFile, Plan, expand_inputs, make_plan, source_files
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe
-from dataprep.stage import DriverContext, GlobalStage, NothingLeft, ReadReport
+from dataprep.stage import DriverContext, GlobalStage, NothingLeft, Reader, ReadReport
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
@@ -212,6 +213,11 @@ def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
     drawn: Future[dict[str, str]] | None = None  # report plots drawn by a worker during the last decide
     ran = ctx.passes
     for p in ctx.passes:
+        for i in [p.apply, *p.maps]:
+            if i is not None:
+                ctx.stages[i].prepare_apply(
+                    _driver_context(ctx, warm_ups, i, ctx.driver_stats[ctx.labels[i]])
+                )
         write_text_atomic(run.work / "artifacts.json", json.dumps(ctx.artifacts, ensure_ascii=False))
         t0 = clock.start()
         undecided = p.compute is not None and not run.decided(p.index).exists()
@@ -293,7 +299,45 @@ def _driver_context(
         while_waiting=partial(warm_ups.run_after, i),
         label=ctx.labels[i],
         rejected=rejected,
+        input_sample=partial(input_sample, ctx),
     )
+
+
+INPUT_SAMPLE_TASKS = 32
+
+
+def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
+    """Texts of the run's input (see :class:`DriverContext`): the first documents of up to
+    INPUT_SAMPLE_TASKS tasks spread evenly over the plan (tasks i * n // k), read as pass 0 reads
+    them but with bad records skipped and nothing counted, each task giving up to its share of
+    ``max_bytes`` UTF-8 bytes (the document that crosses it cut there, at a character boundary)."""
+    tasks = ctx.plan.tasks
+    k = min(len(tasks), INPUT_SAMPLE_TASKS)
+    if k == 0 or max_bytes <= 0:
+        return []
+    share = max(max_bytes // k, 1)
+    readers: dict[str, Reader] = {}
+    texts: list[str] = []
+    for j in range(k):
+        split = tasks[j * len(tasks) // k]
+        if split.reader not in readers:
+            cls = stage_registry.get(split.reader)
+            readers[split.reader] = cls(ctx.recipe.reader_params(cls))
+        report = ReadReport(StageStats(), "skip")
+        docs = readers[split.reader].read(split, report)
+        size = 0
+        try:
+            for doc in docs:
+                data = doc.text.encode("utf-8")[: share - size]
+                texts.append(data.decode("utf-8", "ignore"))  # a document that crosses the share is cut
+                size += len(data)
+                if size >= share:
+                    break
+        finally:
+            close = getattr(docs, "close", None)
+            if close is not None:
+                close()
+    return texts
 
 
 def _decide(ctx: RunContext, warm_ups: WarmUps, p: Pass) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class MindRecordFile:
         self._writer.set_page_size(PAGE_BYTES)
         self._writer.add_schema(schema(with_loss_mask, with_source_id), "dataprep packed rows")
         _freeze_schema(self._writer)
+        _trust_rows(self._writer)
 
     def write(self, batch: RowBatch) -> None:
         n = len(batch)
@@ -87,6 +88,17 @@ class MindRecordFile:
 
     def commit(self) -> None:
         self._writer.commit()
+
+
+def _trust_rows(writer: Any) -> None:
+    """Skip ``writer``'s per-row check of the rows against the schema (field present, ndarray of
+    the schema's dtype, reshapeable; a Python loop over every field of every row, about a third
+    of the time FileWriter spends on a batch). :meth:`MindRecordFile.write` builds every row
+    itself from int32 arrays (and an int source id), so the check never rejects one and the
+    bytes written are the same; ``write`` still verifies that no row was removed. Left as it is
+    when FileWriter has no such method."""
+    if callable(getattr(type(writer), "_verify_based_on_schema", None)):
+        writer._verify_based_on_schema = lambda raw_data: None
 
 
 def _freeze_schema(writer: Any) -> None:

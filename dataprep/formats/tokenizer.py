@@ -42,8 +42,9 @@ UNK_CANDIDATES = ("<unk>", "[UNK]", "<|unk|>")
 HF_FILE = "tokenizer.json"
 SPM_FILE = "tokenizer.model"
 ENGINES = ("auto", "tokenizers", "fastokens")
-CHECK_DOCS = 512  # texts encoded by both engines after loading / use_engine
+CHECK_DOCS = 512  # texts encoded by both engines after loading / use_engine (no run verdict)
 CHECK_BYTES = 1 << 20  # ... or fewer, once this many UTF-8 bytes were checked
+RUN_CHECK_BYTES = 256 << 10  # UTF-8 bytes of a run's sample checked once (check_engine)
 
 
 class TokenizerError(ValueError):
@@ -118,10 +119,14 @@ class TextTokenizer:
     def engine(self) -> str:
         raise NotImplementedError
 
-    def use_engine(self, mode: str = "auto", check_bytes: int = CHECK_BYTES) -> None:
+    def use_engine(
+        self, mode: str = "auto", check_bytes: int = CHECK_BYTES, verdict: dict[str, Any] | None = None
+    ) -> None:
         """Choose the engine ("auto", "tokenizers": the reference one, "fastokens") and restart the
-        identity check (the next CHECK_DOCS texts, at most ``check_bytes`` UTF-8 bytes);
-        TokenizerError when the mode is unknown or impossible for this file."""
+        identity check (the next CHECK_DOCS texts, at most ``check_bytes`` UTF-8 bytes), or, given
+        the ``verdict`` of a check made once for the whole run (:meth:`HFTokenizer.check_engine`),
+        take its engine without checking again; TokenizerError when the mode is unknown or
+        impossible for this file."""
         if mode not in ENGINES:
             raise TokenizerError(f"unknown tokenizer engine {mode!r}; choose one of {', '.join(ENGINES)}")
         if mode == "fastokens":
@@ -208,40 +213,101 @@ class HFTokenizer(TextTokenizer):
 
     Encoded by ``fastokens`` (a compiled reimplementation that reads tokenizer.json itself) when
     it loads the file, else by ``tokenizers``, the reference. The ids are checked, not assumed:
-    the first CHECK_DOCS texts (at most the check budget of bytes) after loading or
-    :meth:`use_engine` are encoded by both and compared; a difference switches to tokenizers with
-    a warning naming where they part (an error when fastokens was demanded)."""
+    either once for a whole run (:meth:`check_engine` on a sample, whose verdict every process
+    takes with ``use_engine(mode, verdict=...)``), or, without a verdict, on the first CHECK_DOCS
+    texts (at most the check budget of bytes) after loading or :meth:`use_engine`. A difference
+    switches to tokenizers (with a warning naming where they part; an error when fastokens was
+    demanded). The tokenizers library is loaded only when something needs it."""
 
     kind = "hf"
 
     def __init__(self, path: Path):
         super().__init__(path)
-        from tokenizers import Tokenizer
-
-        try:
-            self._tok = Tokenizer.from_file(str(path))
-        except Exception as e:
-            raise TokenizerError(f"{path} is not a valid Hugging Face tokenizer.json: {e}") from None
-        # Special-token strings inside documents are plain text, never control ids.
-        self._tok.encode_special_tokens = True
-        self._batch_fast = hasattr(self._tok, "encode_batch_fast")
+        self._ref: Any = None  # the tokenizers library's Tokenizer, loaded on first use
         self._size: int | None = None
         self._fastokens: Any = None  # the fastokens engine once built
         self.fastokens_refused = ""  # why there is no fastokens engine ("" until tried, or if built)
         self.mismatch: dict[str, Any] | None = None  # the difference that switched fastokens off
+        self._fast_decode = False  # decode with fastokens (a run's check found its decoding identical)
         self.use_engine("auto")
 
-    def use_engine(self, mode: str = "auto", check_bytes: int = CHECK_BYTES) -> None:
+    @property
+    def _tok(self) -> Any:
+        """The reference (tokenizers) engine, loaded on first use: a process that takes a run's
+        verdict for fastokens and decodes with it never loads it (0.4-0.7 CPU-s for a large
+        vocabulary)."""
+        if self._ref is None:
+            from tokenizers import Tokenizer
+
+            try:
+                ref = Tokenizer.from_file(str(self.path))
+            except Exception as e:
+                raise TokenizerError(f"{self.path} is not a valid Hugging Face tokenizer.json: {e}") from None
+            # Special-token strings inside documents are plain text, never control ids.
+            ref.encode_special_tokens = True
+            self._batch_fast = hasattr(ref, "encode_batch_fast")
+            self._ref = ref
+        return self._ref
+
+    def use_engine(
+        self, mode: str = "auto", check_bytes: int = CHECK_BYTES, verdict: dict[str, Any] | None = None
+    ) -> None:
         if mode not in ENGINES:
             super().use_engine(mode)
         self.mode = mode
         self.mismatch = None
         self._check_docs = CHECK_DOCS
         self._check_bytes = check_bytes
+        self._fast_decode = False
+        if verdict is not None and mode != "tokenizers":
+            self._check_docs = self._check_bytes = 0
+            self.mismatch = verdict.get("mismatch")
+            if verdict.get("refused"):
+                self.fastokens_refused = verdict["refused"]
+            self._fast_decode = verdict.get("engine") == "fastokens" and bool(verdict.get("decode_same"))
         if mode == "fastokens" and self._fastokens_engine() is None:
             raise TokenizerError(
                 f"{self.path}: no fastokens engine for this tokenizer: {self.fastokens_refused}"
             )
+
+    def check_engine(self, texts: list[str]) -> dict[str, Any]:
+        """Encode ``texts`` with both engines and compare the ids (and the decoded text of each),
+        once for a whole run; returns the verdict every process then passes to
+        :meth:`use_engine`: ``engine`` ("fastokens" or "tokenizers"), ``checked`` (texts
+        compared), ``mismatch`` (where the ids first part, or None), ``refused`` (why there is no
+        fastokens engine, or ""), ``decode_same`` (fastokens decodes them as tokenizers does).
+        This tokenizer is left on the verdict. TokenizerError when fastokens was demanded and
+        differs. Texts that encode to nothing count like any other."""
+        verdict: dict[str, Any] = {
+            "engine": "tokenizers",
+            "checked": 0,
+            "mismatch": None,
+            "refused": "",
+            "decode_same": False,
+        }
+        if self.mode == "tokenizers":
+            return verdict
+        if self._fastokens_engine() is None:
+            verdict["refused"] = self.fastokens_refused
+            if self.mode == "fastokens":
+                raise TokenizerError(
+                    f"{self.path}: no fastokens engine for this tokenizer: {self.fastokens_refused}"
+                )
+            return verdict
+        verdict["checked"] = len(texts)
+        fast, reference = self._fast(texts), self._reference(texts)
+        bad = next((i for i in range(len(texts)) if not np.array_equal(fast[i], reference[i])), None)
+        if bad is not None:
+            self.mismatch = verdict["mismatch"] = self._difference(texts[bad], fast[bad], reference[bad])
+            if self.mode == "fastokens":
+                raise TokenizerError(self.mismatch_message() + "; engine 'fastokens' was demanded")
+            return verdict
+        verdict["engine"] = "fastokens"
+        decoded = self._fastokens.decode_batch([ids.tolist() for ids in reference], skip_special_tokens=False)
+        verdict["decode_same"] = decoded == [self._decode_reference(ids) for ids in reference]
+        self._check_docs = self._check_bytes = 0
+        self._fast_decode = verdict["decode_same"]
+        return verdict
 
     def _fastokens_engine(self) -> Any:
         """The fastokens tokenizer, built on first use; None (reason in fastokens_refused) if it
@@ -271,7 +337,8 @@ class HFTokenizer(TextTokenizer):
         return self._size
 
     def _reference(self, texts: list[str]) -> list[np.ndarray]:
-        encode = self._tok.encode_batch_fast if self._batch_fast else self._tok.encode_batch
+        tok = self._tok
+        encode = tok.encode_batch_fast if self._batch_fast else tok.encode_batch
         return [np.asarray(e.ids, dtype=np.int32) for e in encode(texts, add_special_tokens=False)]
 
     def _fast(self, texts: list[str]) -> list[np.ndarray]:
@@ -306,9 +373,9 @@ class HFTokenizer(TextTokenizer):
         self._counts["engine_fastokens"] += len(texts)
         return ids
 
-    def _switch_off(self, text: str, fast: np.ndarray, reference: np.ndarray) -> None:
-        """Record where fastokens' ids part from tokenizers', warn, use tokenizers from now on
-        (TokenizerError when fastokens was demanded)."""
+    def _difference(self, text: str, fast: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+        """Where fastokens' ids for ``text`` part from tokenizers': character position, an
+        excerpt around it and the next ids of each."""
         k = 0
         while k < min(len(fast), len(reference)) and fast[k] == reference[k]:
             k += 1
@@ -316,23 +383,41 @@ class HFTokenizer(TextTokenizer):
         position = 0
         while position < min(len(text), len(same)) and text[position] == same[position]:
             position += 1
-        self.mismatch = {
+        return {
             "position": position,
             "text": text[max(0, position - 20) : position + 20],
             "fastokens": [int(i) for i in fast[k : k + 5]],
             "tokenizers": [int(i) for i in reference[k : k + 5]],
         }
-        message = (
-            f"{self.path}: fastokens and tokenizers give different ids at character {position} of a "
-            f"text ({self.mismatch['text']!r}: {self.mismatch['fastokens']} vs "
-            f"{self.mismatch['tokenizers']})"
+
+    def mismatch_message(self) -> str:
+        """The recorded mismatch in words (empty when there is none)."""
+        if self.mismatch is None:
+            return ""
+        m = self.mismatch
+        return (
+            f"{self.path}: fastokens and tokenizers give different ids at character {m['position']} of a "
+            f"text ({m['text']!r}: {m['fastokens']} vs {m['tokenizers']})"
         )
+
+    def _switch_off(self, text: str, fast: np.ndarray, reference: np.ndarray) -> None:
+        """Record where fastokens' ids part from tokenizers', warn, use tokenizers from now on
+        (TokenizerError when fastokens was demanded)."""
+        self.mismatch = self._difference(text, fast, reference)
+        message = self.mismatch_message()
         if self.mode == "fastokens":
             raise TokenizerError(message + "; engine 'fastokens' was demanded")
         warnings.warn(message + "; encoding with tokenizers from now on", RuntimeWarning, stacklevel=3)
 
-    def decode(self, ids: Any) -> str:
+    def _decode_reference(self, ids: Any) -> str:
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def decode(self, ids: Any) -> str:
+        """The text of ``ids``: by fastokens when the run's check found its decoding identical on
+        the sample, else by tokenizers."""
+        if self._fast_decode and self.engine == "fastokens":
+            return self._fastokens.decode([int(i) for i in ids], skip_special_tokens=False)
+        return self._decode_reference(ids)
 
     def token_to_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)

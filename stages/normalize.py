@@ -391,9 +391,10 @@ def _converter(config: str) -> object:
     return opencc.OpenCC(config)
 
 
-def opencc_dictionaries(config: str) -> list[Path]:
+def opencc_dictionaries(config: str, section: str = "") -> list[Path]:
     """The dictionary files the installed OpenCC ``config`` reads, in the order of its JSON file
-    (empty when the config file cannot be found)."""
+    (empty when the config file cannot be found); ``section``: only those under that top-level
+    key of the JSON file (e.g. "normalization")."""
     path = Path(str(getattr(_converter(config), "config", "")))
     if not path.is_file():
         return []
@@ -409,7 +410,8 @@ def opencc_dictionaries(config: str) -> list[Path]:
             for v in node:
                 walk(v)
 
-    walk(json.loads(path.read_text(encoding="utf-8")))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    walk(data.get(section, []) if section else data)
     return files
 
 
@@ -432,13 +434,94 @@ def opencc_triggers(config: str) -> str | None:
     """Characters without which OpenCC ``config`` leaves a text unchanged (see
     bench/make_opencc_triggers.py), or None when the installed dictionaries are not the ones they
     were read from."""
+    recorded = _recorded(config)
+    return None if recorded is None else str(recorded["chars"])
+
+
+@lru_cache(maxsize=8)
+def _recorded(config: str) -> dict[str, object] | None:
+    """The entry of TRIGGERS_FILE for ``config`` when the installed dictionaries are the ones it
+    was read from, else None."""
     try:
         recorded = json.loads(TRIGGERS_FILE.read_text(encoding="utf-8")).get(config)
     except (OSError, ValueError):
         return None
     if not recorded or recorded.get("fingerprint") != opencc_fingerprint(config):
         return None
-    return str(recorded["chars"])
+    return dict(recorded)
+
+
+IDS_OPERATORS = (0x2FF0, 0x3000)  # [first, end): OpenCC keeps a description sequence as it is
+IDS_EXTRA = 0x31EF
+
+
+class CharMap:
+    """OpenCC ``config`` as a table, for the texts it converts character by character.
+
+    OpenCC converts a text by greedy longest-prefix matches of dictionary keys (after splitting
+    it into segments, which only splits). Where no key of more than one character (``phrases``
+    of TRIGGERS_FILE, every dictionary of the config) occurs, every match is one character,
+    so the text converts character by character, each as OpenCC converts it alone (the table,
+    read from OpenCC itself, one call per trigger character). ``unsafe`` marks what sends a
+    text to OpenCC instead: a character starting a phrase followed by its second character
+    (a superset of the phrase occurrences), a key of the normalization dictionaries (they
+    change the text the conversion matches on), an ideographic description character (OpenCC
+    keeps a description sequence unconverted), a character OpenCC alone turns into several, a
+    lone surrogate. Only for configs with one conversion in their chain (t2s); None otherwise or
+    when the installed dictionaries are not the recorded ones."""
+
+    def __init__(self, config: str, recorded: dict[str, object]):
+        convert = _converter(config).convert  # type: ignore[attr-defined]
+        self.table = np.arange(0x110000, dtype=np.uint32)
+        self.unsafe = np.zeros(0x110000, dtype=bool)
+        for c in str(recorded["chars"]):
+            out = convert(c)
+            if len(out) == 1:
+                self.table[ord(c)] = ord(out)
+            else:
+                self.unsafe[ord(c)] = True
+        self.unsafe[IDS_OPERATORS[0] : IDS_OPERATORS[1]] = True
+        self.unsafe[IDS_EXTRA] = True
+        self.unsafe[0xD800:0xE000] = True
+        self.unsafe[[ord(c) for c in str(recorded["normalization"])]] = True
+        phrases = [str(p) for p in recorded["phrases"]]  # type: ignore[attr-defined]
+        self.first = np.zeros(0x110000, dtype=bool)
+        self.first[[ord(p[0]) for p in phrases]] = True
+        self.pairs = np.unique(np.array([ord(p[0]) << 21 | ord(p[1]) for p in phrases], dtype=np.uint64))
+
+    @staticmethod
+    @lru_cache(maxsize=8)
+    def of(config: str) -> CharMap | None:
+        recorded = _recorded(config)
+        if recorded is None or "phrases" not in recorded:
+            return None
+        path = Path(str(getattr(_converter(config), "config", "")))
+        try:
+            chain = json.loads(path.read_text(encoding="utf-8")).get("conversion_chain", [])
+        except (OSError, ValueError):
+            return None
+        return CharMap(config, recorded) if len(chain) == 1 else None
+
+    def convert_all(self, segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
+        """``[convert(s) for s in segments]``: the table for the segments it converts exactly,
+        ``_convert_all`` (OpenCC) for the others."""
+        joined = "\x00".join(segments)
+        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        cuts = np.flatnonzero(cps == 0)
+        if len(cuts) != len(segments) - 1:  # a segment holds "\x00": OpenCC for all
+            return _convert_all(segments, convert)
+        flagged = np.flatnonzero(self.unsafe[cps])
+        at = np.flatnonzero(self.first[cps[:-1]])
+        if len(at):
+            code = (cps[at].astype(np.uint64) << np.uint64(21)) | cps[at + 1].astype(np.uint64)
+            hit = np.minimum(np.searchsorted(self.pairs, code), len(self.pairs) - 1)
+            flagged = np.concatenate([flagged, at[self.pairs[hit] == code]])
+        out = self.table[cps].tobytes().decode("utf-32-le", "surrogatepass").split("\x00")
+        slow = np.unique(np.searchsorted(cuts, flagged)).tolist()
+        if slow:
+            for i, text in zip(slow, _convert_all([segments[i] for i in slow], convert), strict=True):
+                out[i] = text
+        return out
 
 
 def to_simplified(text: str, config: str) -> str:
@@ -458,11 +541,26 @@ def _segments(text: str) -> list[str]:
     return out
 
 
+IDS_RE = re.compile("[\u2ff0-\u2fff\u31ef]")  # ideographic description characters
+
+
 def _convert_all(segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
     """``[convert(s) for s in segments]`` in one call: joined by newlines, which no OpenCC
-    dictionary entry holds (so no phrase spans two segments) and which OpenCC leaves alone."""
+    dictionary entry holds (so no phrase spans two segments) and which OpenCC leaves alone.
+    A segment holding an ideographic description character is converted on its own: OpenCC
+    keeps a whole description sequence unconverted, and one left incomplete at the end of a
+    segment ("⿰漢") would take the newline and the next segment as its operands."""
     if len(segments) < 2:
         return [convert(s) for s in segments]
+    alone = [i for i, s in enumerate(segments) if IDS_RE.search(s)]
+    if alone:
+        rest = [i for i in range(len(segments)) if i not in set(alone)]
+        out = [""] * len(segments)
+        for i in alone:
+            out[i] = convert(segments[i])
+        for i, text in zip(rest, _convert_all([segments[i] for i in rest], convert), strict=True):
+            out[i] = text
+        return out
     lines = convert("\n".join(segments)).split("\n")
     counts = [s.count("\n") + 1 for s in segments]
     if len(lines) != sum(counts):  # never expected; convert one by one then
@@ -497,7 +595,8 @@ def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | Non
             pieces.append(segs)
             where.append(at)
             kind.append(2)
-    converted = iter(_convert_all(todo, convert))
+    table = CharMap.of(config) if len(todo) > 1 else None
+    converted = iter(table.convert_all(todo, convert) if table is not None else _convert_all(todo, convert))
     several = iter(zip(pieces, where, strict=True))
     out = []
     for text, k in zip(texts, kind, strict=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,3 +54,49 @@ def test_line_shares_of_a_repeated_poem_and_a_manual() -> None:
     got = rep.line_share_columns(BatchChars.of(texts), 5)
     assert np.array_equal(got, reference_line_shares(texts, 5))
     assert got[0, 0] > 0.5 and got[0, 2] > 0 and got[1, 2] > 0 and got[4, 0] == 0 and got[4, 2] == 0.5
+
+
+# -- normalize: OpenCC t2s as a table where it converts character by character -----------------
+
+# Traditional characters, the first characters of phrases (乾隆 keeps 乾, 著作 keeps 著), an
+# ideographic description character, a compatibility ideograph, NUL, Latin and newlines
+OPENCC_ALPHABET = [*"漢語說話乾隆著作權書後面臺灣\u2ff0氵每\uf900\x00ab \n", "乾隆", "著作", "⿰氵每"]
+
+
+@pytest.fixture(scope="module")
+def t2s():  # type: ignore[no-untyped-def]
+    from stages.normalize import CharMap, _converter
+
+    table = CharMap.of("t2s")
+    if table is None:
+        pytest.skip("installed OpenCC dictionaries are not the recorded ones")
+    return table, _converter("t2s").convert
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(OPENCC_ALPHABET), max_size=30).map("".join), min_size=2, max_size=10)
+)
+def test_opencc_table_equals_opencc_per_document(t2s, segments: list[str]) -> None:  # type: ignore[no-untyped-def]
+    table, convert = t2s
+    assert table.convert_all(segments, convert) == [convert(s) for s in segments]
+
+
+def test_opencc_table_sends_phrases_to_opencc(t2s) -> None:  # type: ignore[no-untyped-def]
+    table, convert = t2s
+    segments = ["乾隆皇帝的書", "乾燥的天氣", "⿰氵每漢", "漢語"]
+    assert table.convert_all(segments, convert) == [convert(s) for s in segments]
+    assert convert("乾隆") != "".join(map(convert, "乾隆"))  # (a phrase does not convert char by char)
+
+
+def test_opencc_batch_keeps_an_incomplete_description_sequence_to_its_document(t2s) -> None:  # type: ignore[no-untyped-def]
+    """OpenCC keeps a whole ideographic description sequence as it is: joined by a newline, the
+    incomplete "⿰漢" of one document would take the newline and the next one as operands."""
+    from stages.normalize import _convert_all
+
+    table, convert = t2s
+    segments = ["⿰漢", "漢語", "⿱漢", "語"]
+    expected = [convert(s) for s in segments]
+    assert convert("\n".join(segments[:2])) != "\n".join(expected[:2])  # (why it matters)
+    assert _convert_all(segments, convert) == expected
+    assert table.convert_all(segments, convert) == expected

@@ -722,7 +722,7 @@ def _quiet_table() -> np.ndarray:
 
 
 def quiet_texts(
-    texts: list[str], flags: list[int], strip_trailing_space: bool
+    texts: list[str], flags: list[int], strip_trailing_space: bool, ignore: int = 0
 ) -> tuple[list[bool], list[int]]:
     """Per text: (steps 1-8 can change it at most by NFC, so it stays as it is when it is NFC;
     its flags with F_MARKS cleared when step 6 cannot fold a mark or bracket in context and
@@ -732,7 +732,8 @@ def quiet_texts(
     bracket, no mark that step 6 folds (a mark in a run of neutral characters and marks with a
     Latin letter or digit on one side and no CJK or full-width character on the other, or in a
     run too long to tell), no line ending in whitespace, no two newlines in a row, no newline
-    first and no whitespace last."""
+    first and no whitespace last. Flags in ``ignore`` (F_OPENCC: quiet but for step 7) do not
+    make a text noisy."""
     bc = batch_chars(texts)
     cps, starts, doc = bc.cps, bc.starts, bc.doc
     n, size = len(texts), len(cps)
@@ -772,7 +773,7 @@ def quiet_texts(
     leads = np.flatnonzero((q & Q_LEAD) != 0)
     close = np.zeros(n, dtype=bool)
     close[doc[leads[:-1][np.diff(leads) <= 4]]] = True
-    keep = F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC
+    keep = (F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC) & ~ignore
     adjusted = [
         f & ~((0 if c else F_MARKS) | (0 if g else F_GBK_LEAD))
         for f, c, g in zip(flags, context.tolist(), close.tolist(), strict=True)
@@ -902,22 +903,32 @@ class Normalize(MapStage):
         wide = mostly_wide(texts)
         if wide is None:
             flags = batch_flags(texts, p.opencc)
-            quiet, flags = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
+            calm, flags = quiet_texts(texts, flags, p.strip_trailing_space, F_OPENCC) if batch else ([], [])
         else:  # ASCII-only texts take the per-text checks
-            flags, quiet = [ALL_FLAGS] * len(texts), [False] * len(texts)
+            flags, calm = [ALL_FLAGS] * len(texts), [False] * len(texts)
             some = [texts[i] for i in wide]
-            some_quiet, some_flags = (
-                quiet_texts(some, batch_flags(some, p.opencc), p.strip_trailing_space) if some else ([], [])
+            some_calm, some_flags = (
+                quiet_texts(some, batch_flags(some, p.opencc), p.strip_trailing_space, F_OPENCC)
+                if some
+                else ([], [])
             )
-            for i, q, f in zip(wide, some_quiet, some_flags, strict=True):
-                flags[i], quiet[i] = f, q
+            for i, q, f in zip(wide, some_calm, some_flags, strict=True):
+                flags[i], calm[i] = f, q
         nfc = p.unicode_form == "NFC"
+        is_nfc = unicodedata.is_normalized
+        # calm: steps 1-6 and 8 leave the text as it is when it is NFC; quiet: so does step 7
         work = [
             i
-            for i, (text, f, q) in enumerate(zip(texts, flags, quiet, strict=True))
-            if not q or (f & F_NONASCII and nfc and not unicodedata.is_normalized("NFC", text))
+            for i, (text, f, c) in enumerate(zip(texts, flags, calm, strict=True))
+            if not c or f & F_OPENCC or (f & F_NONASCII and nfc and not is_nfc("NFC", text))
         ]  # the others: nothing to change
-        prepared = [norm.prepare(texts[i], flags[i]) for i in work]
+        convert = p.opencc != "off"
+        prepared = [
+            (texts[i], {}, convert, bool(flags[i] & F_HAN) and HAN_ANY.search(texts[i]) is not None)
+            if calm[i] and (not nfc or unicodedata.is_normalized("NFC", texts[i]))
+            else norm.prepare(texts[i], flags[i])
+            for i in work
+        ]  # (a calm NFC text: what prepare would return, without its checks)
         todo = [k for k, x in enumerate(prepared) if x[2] and x[3]]
         converted = to_simplified_batch([prepared[k][0] for k in todo], p.opencc, [True] * len(todo))
         done = [x[0] for x in prepared]

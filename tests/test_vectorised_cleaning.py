@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -100,3 +102,30 @@ def test_opencc_batch_keeps_an_incomplete_description_sequence_to_its_document(t
     assert convert("\n".join(segments[:2])) != "\n".join(expected[:2])  # (why it matters)
     assert _convert_all(segments, convert) == expected
     assert table.convert_all(segments, convert) == expected
+
+
+# -- normalize: the batch path (flags, quiet texts, the table) equals the per-text Normalizer --
+
+NORMALIZE_ALPHABET = st.sampled_from(
+    [
+        *"漢語說話乾隆著作書後臺灣中文abc1 \n\t\u3000：，（）Ａ１&;#\x1b\u200b\xa0é浣犲ソ",
+        "乾隆",
+        "\n\n\n",
+        "&#183;",
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(NORMALIZE_ALPHABET, max_size=40).map("".join), min_size=1, max_size=12))
+def test_normalize_batch_equals_per_text(texts: list[str]) -> None:
+    from dataprep.document import Document
+    from dataprep.stage import StageContext
+    from dataprep.stats import StageStats
+    from stages.normalize import Normalize, NormalizeParams, Normalizer
+
+    params = NormalizeParams()
+    docs = [Document(id=str(i), text=t) for i, t in enumerate(texts)]
+    Normalize(params).process(docs, StageContext(stats=StageStats(), work_dir=Path(".")))
+    one = Normalizer(params)
+    assert [d.text for d in docs] == [one(t)[0] for t in texts]

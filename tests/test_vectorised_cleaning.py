@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stages import filter_repetition as rep
@@ -129,3 +129,34 @@ def test_normalize_batch_equals_per_text(texts: list[str]) -> None:
     Normalize(params).process(docs, StageContext(stats=StageStats(), work_dir=Path(".")))
     one = Normalizer(params)
     assert [d.text for d in docs] == [one(t)[0] for t in texts]
+
+
+# -- boilerplate: the batch prefilter only skips lines the exact per-text path keeps -----------
+
+BOILERPLATE_ALPHABET = st.sampled_from(
+    [
+        *"首页新闻关于我们杜甫三绝句一二 \n\t\u3000|·/>-ab",
+        " | ",
+        " / ",
+        " > ",
+        "  ",
+        "版权所有",
+        "Home",
+        "首页",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(BOILERPLATE_ALPHABET, max_size=30).map("".join), min_size=1, max_size=12))
+@example(["三绝句 一 杜甫\n首页 | 新闻 | 关于我们\n正文", "首页 > 新闻中心 > 正文", "野望 杜甫"])
+def test_boilerplate_batch_equals_exact_path(texts: list[str]) -> None:
+    from dataprep.document import Document
+    from dataprep.stage import StageContext
+    from dataprep.stats import StageStats
+    from stages.boilerplate import Boilerplate, BoilerplateParams
+
+    stage = Boilerplate(BoilerplateParams())
+    docs = [Document(id=str(i), text=t) for i, t in enumerate(texts)]
+    stage.process(docs, StageContext(stats=StageStats(), work_dir=Path(".")))
+    assert [d.text for d in docs] == [stage.clean(t, {}) for t in texts]

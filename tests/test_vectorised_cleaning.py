@@ -160,3 +160,42 @@ def test_boilerplate_batch_equals_exact_path(texts: list[str]) -> None:
     docs = [Document(id=str(i), text=t) for i, t in enumerate(texts)]
     stage.process(docs, StageContext(stats=StageStats(), work_dir=Path(".")))
     assert [d.text for d in docs] == [stage.clean(t, {}) for t in texts]
+
+
+# -- documents between passes: metadata JSON reused for equal metadata -------------------------
+
+META_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([0.0, -0.0, 1.0, 0.5, float("nan")]),
+    st.text(max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "lang"]), META_VALUES, max_size=3), max_size=20))
+def test_meta_json_equals_the_encoder(metas: list[dict]) -> None:  # type: ignore[type-arg]
+    from dataprep.document import _META_ENCODER, Document
+
+    for meta in [*metas, {1: "x"}, {True: "x"}, {"a": [1]}, {"a": (1, 2)}]:
+        expected = _META_ENCODER.encode(meta) if meta else ""
+        assert Document(id="x", text="t", meta=dict(meta)).meta_json() == expected
+
+
+def test_frames_store_shared_metadata_once(tmp_path: Path) -> None:
+    from dataprep.docstore import DocWriter, read_docs
+    from dataprep.document import Document
+
+    meta = {
+        "source": "npm:chinese-poetry@2.0.1 dist/quantangshi/poet.tang.*.json",
+        "lang": "zh",
+        "score": 1.0,
+    }
+    docs = [Document(id=str(i), text="床前明月光", meta=dict(meta)) for i in range(1000)]
+    writer = DocWriter(tmp_path / "t.frames")
+    writer.write(docs)
+    writer.close()
+    assert (tmp_path / "t.frames").stat().st_size < 40_000  # (the metadata alone: 80 kB, a copy each)
+    back = [d for batch in read_docs(tmp_path / "t.frames", 1000) for d in batch]
+    assert [d.meta for d in back] == [meta] * 1000

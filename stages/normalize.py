@@ -476,8 +476,8 @@ class CharMap:
         self.unsafe = np.zeros(0x110000, dtype=bool)
         for c in str(recorded["chars"]):
             out = convert(c)
-            if len(out) == 1:
-                self.table[ord(c)] = ord(out)
+            if len(out) == 1 and not LATIN_LETTERS.match(c) and not LATIN_LETTERS.match(out):
+                self.table[ord(c)] = ord(out)  # (never a Latin letter: see to_simplified_batch)
             else:
                 self.unsafe[ord(c)] = True
         self.unsafe[IDS_OPERATORS[0] : IDS_OPERATORS[1]] = True
@@ -505,11 +505,16 @@ class CharMap:
     def convert_all(self, segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
         """``[convert(s) for s in segments]``: the table for the segments it converts exactly,
         ``_convert_all`` (OpenCC) for the others."""
+        return self.convert_marked(segments, convert)[0]
+
+    def convert_marked(self, segments: list[str], convert) -> tuple[list[str], list[bool]]:  # type: ignore[no-untyped-def]
+        """``convert_all``, and per segment whether the table converted it (then its Latin
+        letters are as they were)."""
         joined = "\x00".join(segments)
         cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         cuts = np.flatnonzero(cps == 0)
         if len(cuts) != len(segments) - 1:  # a segment holds "\x00": OpenCC for all
-            return _convert_all(segments, convert)
+            return _convert_all(segments, convert), [False] * len(segments)
         flagged = np.flatnonzero(self.unsafe[cps])
         at = np.flatnonzero(self.first[cps[:-1]])
         if len(at):
@@ -518,10 +523,12 @@ class CharMap:
             flagged = np.concatenate([flagged, at[self.pairs[hit] == code]])
         out = self.table[cps].tobytes().decode("utf-32-le", "surrogatepass").split("\x00")
         slow = np.unique(np.searchsorted(cuts, flagged)).tolist()
+        by_table = [True] * len(segments)
         if slow:
             for i, text in zip(slow, _convert_all([segments[i] for i in slow], convert), strict=True):
                 out[i] = text
-        return out
+                by_table[i] = False
+        return out, by_table
 
 
 def to_simplified(text: str, config: str) -> str:
@@ -596,18 +603,24 @@ def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | Non
             where.append(at)
             kind.append(2)
     table = CharMap.of(config) if len(todo) > 1 else None
-    converted = iter(table.convert_all(todo, convert) if table is not None else _convert_all(todo, convert))
+    if table is not None:
+        done, by_table = table.convert_marked(todo, convert)
+    else:
+        done, by_table = _convert_all(todo, convert), [False] * len(todo)
+    converted = iter(zip(done, by_table, strict=True))
     several = iter(zip(pieces, where, strict=True))
     out = []
     for text, k in zip(texts, kind, strict=True):
         if k == 0:
             out.append(text)
         elif k == 1:
-            out.append(_keep_latin(text, next(converted), convert))
+            result, exact = next(converted)  # (the table leaves Latin letters alone)
+            out.append(result if exact else _keep_latin(text, result, convert))
         else:
             segs, at = next(several)
             for j in at:
-                segs[j] = _keep_latin(segs[j], next(converted), convert)
+                result, exact = next(converted)
+                segs[j] = result if exact else _keep_latin(segs[j], result, convert)
             out.append("".join(segs))
     return out
 

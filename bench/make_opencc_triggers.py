@@ -12,6 +12,11 @@ of OpenCC unchanged (the first conversion of a chain leaves it as it is, so do t
 The dictionaries (.ocd2, a binary trie) are dumped with the ``opencc_dict`` tool that the opencc
 wheel ships. The normalize stage uses the characters only when the installed config and
 dictionaries have the recorded fingerprint (stages.normalize.opencc_fingerprint).
+
+It also records, per config, every key of more than one character of any of its dictionaries
+(``phrases``) and the keys of its normalization dictionaries (``normalization``): a text holding
+none of them, nor an ideographic description character, is converted by OpenCC character by
+character (stages.normalize.CharMap converts such texts with a table).
 """
 
 from __future__ import annotations
@@ -60,10 +65,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for config in OPENCC_CONFIGS:
             chars: set[str] = set()
+            phrases: set[str] = set()
+            normalizing = set(opencc_dictionaries(config, "normalization"))
+            normalization: set[str] = set()
             for i, ocd2 in enumerate(opencc_dictionaries(config)):
-                chars |= triggers(dump(tool, ocd2, Path(tmp) / f"{i}.txt"))
-            result[config] = {"fingerprint": opencc_fingerprint(config), "chars": "".join(sorted(chars))}
-            print(f"{config}: {len(chars)} trigger characters")
+                entries = dump(tool, ocd2, Path(tmp) / f"{i}.txt")
+                chars |= triggers(entries)
+                phrases |= {key for key, _ in entries if len(key) > 1}
+                if ocd2 in normalizing:
+                    normalization |= {key for key, _ in entries}
+            result[config] = {
+                "fingerprint": opencc_fingerprint(config),
+                "chars": "".join(sorted(chars)),
+                "phrases": sorted(phrases),
+                "normalization": "".join(sorted(normalization)),
+            }
+            print(f"{config}: {len(chars)} trigger characters, {len(phrases)} phrases")
     TRIGGERS_FILE.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 

@@ -7,6 +7,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _META_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # reused: dumps(**kw) builds one a call
+_PLAIN = frozenset({str, int, bool, float, type(None)})  # values whose type and value fix their JSON
+_META_CACHE: dict[tuple[Any, ...], str] = {}  # flat metadata -> its JSON text (bounded)
+_META_CACHE_SIZE = 4096
+
+
+def _meta_text(meta: dict[str, Any]) -> str:
+    """``_META_ENCODER.encode(meta)``, reused for metadata equal to one encoded before. Only
+    flat dicts of str keys and str / int / bool / float / None values are kept (not a float
+    equal to 0, whose sign equality ignores), keyed by their items and value types, so a
+    match has the very keys, types and values. Documents of one source mostly share their
+    metadata: their texts are then one object, which pickle writes once per frame."""
+    try:
+        key = (*meta.items(), *map(type, meta.values()))
+        text = _META_CACHE.get(key)
+    except TypeError:  # (an unhashable value)
+        return _META_ENCODER.encode(meta)
+    if text is None:
+        text = _META_ENCODER.encode(meta)
+        if (
+            all(k.__class__ is str for k in meta)
+            and _PLAIN.issuperset(key[len(meta) :])
+            and not any(v == 0 for v in meta.values() if v.__class__ is float)
+        ):
+            if len(_META_CACHE) >= _META_CACHE_SIZE:
+                _META_CACHE.clear()
+            _META_CACHE[key] = text
+    return text
 
 
 class Document:
@@ -63,7 +90,7 @@ class Document:
         """The metadata as stored between passes: JSON text, or "" when empty."""
         if self._meta is None:
             return self._meta_json or ""
-        return _META_ENCODER.encode(self._meta) if self._meta else ""
+        return _meta_text(self._meta) if self._meta else ""
 
     @property
     def where(self) -> str:

@@ -197,8 +197,8 @@ class BoilerplateMatcher:
     ) -> list[str | None]:
         """For each line of ``text`` (split on \\n), the category that makes it boilerplate, or None.
         Only lines holding a lexicon hit or a menu separator are looked at. ``may_hit=False``: the
-        text holds no lexicon phrase; ``sep_lines``: the lines holding a menu separator, when
-        already known (see ``BatchPrefilter``)."""
+        text holds no lexicon phrase; ``sep_lines``: the lines that may be menus (those holding
+        enough menu separators), when already known (see ``prefilter``)."""
         lines = text.split("\n")
         result: list[str | None] = [None] * len(lines)
         hits = self.hits(text) if may_hit else []
@@ -230,9 +230,12 @@ class BoilerplateMatcher:
         return result
 
     def prefilter(self, texts: list[str]) -> list[tuple[bool, list[int] | None]]:
-        """Per text: (may it hold a lexicon phrase, its menu-separator lines or None when unknown),
-        from one vectorised pass over the batch (see ``BatchPrefilter``)."""
-        return BatchPrefilter.of(self.phrases, self.regex is not None).run(texts)
+        """Per text: (may it hold a lexicon phrase, the lines that may be menus or None when
+        unknown), from one vectorised pass over the batch (see ``BatchPrefilter``). A menu has
+        ``nav_min_items`` items, so ``nav_min_items - 1`` separators, each holding a position
+        where one can start: lines with fewer such positions are no menus."""
+        prefilter = BatchPrefilter.of(self.phrases, self.regex is not None)
+        return prefilter.run(texts, max(1, self.p.nav_min_items - 1))
 
 
 class BatchPrefilter:
@@ -306,7 +309,9 @@ class BatchPrefilter:
             cls._cache[key] = cls(phrases, has_regex)
         return cls._cache[key]
 
-    def run(self, texts: list[str]) -> list[tuple[bool, list[int] | None]]:
+    def run(self, texts: list[str], min_separators: int = 1) -> list[tuple[bool, list[int] | None]]:
+        """Per text: (may it hold a lexicon phrase, its lines holding at least ``min_separators``
+        positions where a menu separator can start, or None when unknown)."""
         bc = batch_chars(texts)
         cps, starts, n = bc.cps, bc.starts, len(texts)
         # lexicon
@@ -352,7 +357,9 @@ class BatchPrefilter:
         line = np.searchsorted(nl, at) - np.searchsorted(nl, starts[doc])
         pairs = (doc << 32) | line  # (text, line) with a separator, in order
         if len(pairs):
-            pairs = pairs[np.concatenate([[True], pairs[1:] != pairs[:-1]])]
+            first = np.flatnonzero(np.concatenate([[True], pairs[1:] != pairs[:-1]]))
+            enough = np.diff(np.append(first, len(pairs))) >= min_separators
+            pairs = pairs[first[enough]]
         cut = np.searchsorted(pairs >> 32, np.arange(n + 1)).tolist()
         lines = (pairs & 0xFFFFFFFF).tolist()
         unsure = set(np.unique(bc.doc[np.flatnonzero(spanning)]).tolist())

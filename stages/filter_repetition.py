@@ -18,7 +18,9 @@ Scores (all shares in [0, 1]):
   units. For Chinese these are character n-grams.
 - ``dup_10gram``: characters of units covered by any unit 10-gram that occurs more than once.
 The n-gram scores are computed for documents of at least ``min_units`` units (0 below).
-All documents of a batch are scored together with numpy (one sort per n-gram size).
+All documents of a batch are scored together with numpy (one sort per n-gram size); so are the
+line and paragraph shares (lines and paragraphs as ranges of code points, grouped by hash and
+compared code point by code point, so equal means equal).
 ``han_units``: share of units that are Han characters. From ``chinese_at`` on a document is
 measured against the ``*_zh`` n-gram limits: a character 2-gram is about one Chinese word, so
 Gopher's word limits (0.20/0.18/0.16) would drop real prose ("和平进程" four times in one sentence)
@@ -38,7 +40,7 @@ import numpy as np
 
 from dataprep.document import Document
 from dataprep.stage import param, register
-from stages._charclass import ALNUM, HAN_MASK, batch_chars, full_class_table
+from stages._charclass import ALNUM, HAN_MASK, SPACE, BatchChars, batch_chars, full_class_table
 from stages._filter_base import SHARE_EDGES, CleaningFilter, Columns, rows
 from stages._layout import PROSE_LINE, layout
 
@@ -95,6 +97,173 @@ def _line_shares(
     paras = [s for s in all_paras if s]
     dp, dpc = _dup_shares(paras) if len(paras) > 1 else (0.0, 0.0)
     return (*_dup_shares(lines), dp, dpc)
+
+
+def _gather(cps: np.ndarray, first: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The code points of the ranges [first, first + length) of ``cps``, concatenated."""
+    total = int(length.sum())
+    offsets = np.cumsum(length) - length
+    return cps[np.repeat(first - offsets, length) + np.arange(total, dtype=np.int64)]
+
+
+class _Prefix:
+    """Prefix sums over ``values`` from which the hash of any range is two subtractions: the sum
+    of m(c) and the sum of j * m(c) over the range's code points c (j: position in the range),
+    m(c) = c * _MIX + 1 (mod 2**64), so equal ranges anywhere hash equal."""
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+        with np.errstate(over="ignore"):
+            m = values.astype(np.uint64) * _MIX + np.uint64(1)
+            zero = np.zeros(1, dtype=np.uint64)
+            self.s1 = np.concatenate([zero, np.cumsum(m)])
+            self.s2 = np.concatenate([zero, np.cumsum(m * np.arange(len(values), dtype=np.uint64))])
+
+    def hashes(self, first: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """uint64 hash of every range [first, first + length)."""
+        end = first + length
+        with np.errstate(over="ignore"):
+            s1 = self.s1[end] - self.s1[first]
+            s2 = self.s2[end] - self.s2[first] - first.astype(np.uint64) * s1
+            return s1 * np.uint64(_HASH_MUL) + s2 * _MIX + length.astype(np.uint64)
+
+
+def _distinct_pieces(
+    prefix: _Prefix, first: np.ndarray, length: np.ndarray, doc: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bool per piece: the first of the equal pieces of its text, sorted indices of the texts
+    for which that is not known). Pieces are the ranges [first, first + length) of
+    ``prefix.values``, of text ``doc``. They are grouped by a key of (text, hash) and every member
+    of a group is compared with the one before it, text, length and code points; a text with a
+    group whose members differ (a hash collision) is returned as not known."""
+    m = len(length)
+    head = np.ones(m, dtype=bool)
+    none = np.zeros(0, dtype=np.int64)
+    if m < 2:
+        return head, none
+    with np.errstate(over="ignore"):
+        key = prefix.hashes(first, length) + doc.astype(np.uint64) * np.uint64(_HASH_INV)
+    order = np.argsort(key)
+    sk = key[order]
+    pair = np.flatnonzero(sk[1:] == sk[:-1])
+    if not len(pair):
+        return head, none
+    later, earlier = order[pair + 1], order[pair]
+    head[later] = False
+    size = length[later]
+    differ = (doc[later] != doc[earlier]) | (size != length[earlier])
+    fine = np.flatnonzero(~differ)
+    values = prefix.values
+    a = _gather(values, first[later[fine]], size[fine])
+    b = _gather(values, first[earlier[fine]], size[fine])
+    if len(a):
+        mismatch = np.zeros(len(fine), dtype=bool)
+        mismatch[np.repeat(np.arange(len(fine)), size[fine])[a != b]] = True
+        differ[fine[mismatch]] = True
+    if not differ.any():
+        return head, none
+    return head, np.unique(np.concatenate([doc[later[differ]], doc[earlier[differ]]]))
+
+
+def _dup_share_columns(
+    doc: np.ndarray, length: np.ndarray, head: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_dup_shares`` of every text at once, from its pieces (text index, characters, first of
+    the equal pieces of its text), plus the number of pieces of each text."""
+    count = np.bincount(doc, minlength=n)
+    share = np.zeros(n)
+    char_share = np.zeros(n)
+    dup = count - np.bincount(doc[head], minlength=n)
+    has = dup > 0
+    if not has.any():
+        return share, char_share, count
+    total = np.bincount(doc, weights=length, minlength=n)
+    dup_chars = total - np.bincount(doc[head], weights=length[head], minlength=n)
+    share[has] = dup[has] / count[has]
+    chars = has & (total > 0)
+    char_share[chars] = dup_chars[chars] / total[chars]
+    return share, char_share, count
+
+
+def line_share_columns(bc: BatchChars, min_line_chars: int) -> np.ndarray:
+    """float64 [texts, 4]: the LINE_KEYS scores of every text of ``bc`` (``_line_shares`` with the
+    line kinds of ``stages._layout``), vectorised: lines and paragraphs are ranges of code points
+    (stripped with ``str.strip``'s whitespace), identified exactly with ``_exact_ids``."""
+    cps, n = bc.cps, len(bc.texts)
+    out = np.zeros((n, 4))
+    if not n:
+        return out
+    lay = layout(bc)
+    space = bc.cls == SPACE  # str.isspace
+    non_space = np.flatnonzero(~space)
+    # every line of every text (text.split("\n")): [start, end), end its "\n"
+    end = np.flatnonzero(cps == 0x0A)
+    start = np.concatenate([[0], end[:-1] + 1])
+    line_doc = bc.doc[end]
+    analysed = np.zeros(n, dtype=bool)
+    analysed[lay.line_doc] = True
+    in_analysed = analysed[line_doc]
+    kind = np.full(len(end), PROSE_LINE, dtype=np.uint8)
+    kind[in_analysed] = lay.line_kind
+
+    def stripped(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first, length) of the ranges [a, b) without leading and trailing whitespace."""
+        i = np.searchsorted(non_space, a)
+        j = np.searchsorted(non_space, b) - 1
+        lo = non_space[np.minimum(i, len(non_space) - 1)] if len(non_space) else a
+        hi = non_space[np.maximum(j, 0)] + 1 if len(non_space) else a
+        length = np.where((j >= i) & (i < len(non_space)), hi - lo, 0)
+        return np.where(length > 0, lo, a), length
+
+    first, length = stripped(start, end)
+    # lines: all of them (texts not analysed), or the prose ones
+    take = (~in_analysed | (kind == PROSE_LINE)) & (length >= min_line_chars)
+    prefix = _Prefix(cps)
+    head, unknown = _distinct_pieces(prefix, first[take], length[take], line_doc[take])
+    out[:, 0], out[:, 1], _ = _dup_share_columns(line_doc[take], length[take], head, n)
+    # paragraphs of the texts not analysed: text.split("\n\n") stripped, non-empty ones; the
+    # pieces between runs of two or more newlines (a run's odd newline is stripped away)
+    newline = cps == 0x0A
+    newline[bc.starts[1:] - 1] = False  # (the joining "\n")
+    run = newline.copy()
+    run[1:] &= ~newline[:-1]
+    run_start = np.flatnonzero(run)
+    stop = newline.copy()
+    stop[:-1] &= ~newline[1:]
+    run_end = np.flatnonzero(stop) + 1
+    long_run = run_end - run_start >= 2
+    seg_first = np.sort(np.concatenate([bc.starts[:-1], run_end[long_run]]))
+    seg_end = np.sort(np.concatenate([bc.starts[1:] - 1, run_start[long_run]]))
+    seg_doc = bc.doc[seg_first] if len(cps) else seg_first
+    seg_first, seg_len = stripped(seg_first, seg_end)
+    plain = (seg_len > 0) & ~analysed[seg_doc]
+    para_doc, para_len = seg_doc[plain], seg_len[plain]
+    head, unknown_paras = _distinct_pieces(prefix, seg_first[plain], para_len, para_doc)
+    # paragraphs of the analysed texts: their prose lines between empty lines, stripped and
+    # joined by "\n" (each line but a paragraph's last followed by its own "\n"), gathered
+    empty = (end == start) & in_analysed
+    group = np.cumsum(empty | np.concatenate([[True], line_doc[1:] != line_doc[:-1]]))
+    prose = np.flatnonzero(in_analysed & (kind == PROSE_LINE))
+    if len(prose):
+        g = group[prose]
+        last = np.concatenate([g[1:] != g[:-1], [True]])
+        line_first = np.stack([first[prose], end[prose]], axis=1).ravel()
+        line_len = np.stack([length[prose], (~last).astype(np.int64)], axis=1).ravel()
+        heads = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
+        sizes = np.add.reduceat(length[prose] + ~last, heads)
+        joined = _Prefix(_gather(cps, line_first, line_len))
+        docs = line_doc[prose][heads]
+        joined_head, unknown_joined = _distinct_pieces(joined, np.cumsum(sizes) - sizes, sizes, docs)
+        para_doc = np.concatenate([para_doc, docs])
+        para_len = np.concatenate([para_len, sizes])
+        head = np.concatenate([head, joined_head])
+        unknown_paras = np.union1d(unknown_paras, unknown_joined)
+    share, char_share, count = _dup_share_columns(para_doc, para_len, head, n)
+    several = count > 1
+    out[several, 2], out[several, 3] = share[several], char_share[several]
+    for i in np.union1d(unknown, unknown_paras).tolist():  # hash collisions: one by one
+        out[i] = _line_shares(bc.texts[i], min_line_chars, lay.kinds_of(i))
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -399,15 +568,11 @@ class FilterRepetition(CleaningFilter):
         cols = ngram_columns(texts, p.min_units)
         bc = batch_chars(texts)
         newlines = np.bincount(bc.doc[bc.cps == 10], minlength=len(texts)) - 1  # not the joining "\n"
-        scored = np.flatnonzero(newlines + 1 >= p.min_lines)  # cheap bound on non-empty lines
-        lay = layout(bc)
-        shares = np.array(
-            [_line_shares(texts[i], p.min_line_chars, lay.kinds_of(i)) for i in scored.tolist()]
-        )
+        scored = newlines + 1 >= p.min_lines  # cheap bound on non-empty lines
+        shares = line_share_columns(bc, p.min_line_chars) if scored.any() else np.zeros((len(texts), 4))
+        shares[~scored] = 0.0
         for k, key in enumerate(LINE_KEYS):
-            cols[key] = np.zeros(len(texts))
-            if len(scored):
-                cols[key][scored] = shares[:, k]
+            cols[key] = np.ascontiguousarray(shares[:, k])
         return cols
 
     def may_drop(self, cols: Columns) -> np.ndarray:

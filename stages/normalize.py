@@ -391,9 +391,10 @@ def _converter(config: str) -> object:
     return opencc.OpenCC(config)
 
 
-def opencc_dictionaries(config: str) -> list[Path]:
+def opencc_dictionaries(config: str, section: str = "") -> list[Path]:
     """The dictionary files the installed OpenCC ``config`` reads, in the order of its JSON file
-    (empty when the config file cannot be found)."""
+    (empty when the config file cannot be found); ``section``: only those under that top-level
+    key of the JSON file (e.g. "normalization")."""
     path = Path(str(getattr(_converter(config), "config", "")))
     if not path.is_file():
         return []
@@ -409,7 +410,8 @@ def opencc_dictionaries(config: str) -> list[Path]:
             for v in node:
                 walk(v)
 
-    walk(json.loads(path.read_text(encoding="utf-8")))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    walk(data.get(section, []) if section else data)
     return files
 
 
@@ -432,13 +434,101 @@ def opencc_triggers(config: str) -> str | None:
     """Characters without which OpenCC ``config`` leaves a text unchanged (see
     bench/make_opencc_triggers.py), or None when the installed dictionaries are not the ones they
     were read from."""
+    recorded = _recorded(config)
+    return None if recorded is None else str(recorded["chars"])
+
+
+@lru_cache(maxsize=8)
+def _recorded(config: str) -> dict[str, object] | None:
+    """The entry of TRIGGERS_FILE for ``config`` when the installed dictionaries are the ones it
+    was read from, else None."""
     try:
         recorded = json.loads(TRIGGERS_FILE.read_text(encoding="utf-8")).get(config)
     except (OSError, ValueError):
         return None
     if not recorded or recorded.get("fingerprint") != opencc_fingerprint(config):
         return None
-    return str(recorded["chars"])
+    return dict(recorded)
+
+
+IDS_OPERATORS = (0x2FF0, 0x3000)  # [first, end): OpenCC keeps a description sequence as it is
+IDS_EXTRA = 0x31EF
+
+
+class CharMap:
+    """OpenCC ``config`` as a table, for the texts it converts character by character.
+
+    OpenCC converts a text by greedy longest-prefix matches of dictionary keys (after splitting
+    it into segments, which only splits). Where no key of more than one character (``phrases``
+    of TRIGGERS_FILE, every dictionary of the config) occurs, every match is one character,
+    so the text converts character by character, each as OpenCC converts it alone (the table,
+    read from OpenCC itself, one call per trigger character). ``unsafe`` marks what sends a
+    text to OpenCC instead: a character starting a phrase followed by its second character
+    (a superset of the phrase occurrences), a key of the normalization dictionaries (they
+    change the text the conversion matches on), an ideographic description character (OpenCC
+    keeps a description sequence unconverted), a character OpenCC alone turns into several, a
+    lone surrogate. Only for configs with one conversion in their chain (t2s); None otherwise or
+    when the installed dictionaries are not the recorded ones."""
+
+    def __init__(self, config: str, recorded: dict[str, object]):
+        convert = _converter(config).convert  # type: ignore[attr-defined]
+        self.table = np.arange(0x110000, dtype=np.uint32)
+        self.unsafe = np.zeros(0x110000, dtype=bool)
+        for c in str(recorded["chars"]):
+            out = convert(c)
+            if len(out) == 1 and not LATIN_LETTERS.match(c) and not LATIN_LETTERS.match(out):
+                self.table[ord(c)] = ord(out)  # (never a Latin letter: see to_simplified_batch)
+            else:
+                self.unsafe[ord(c)] = True
+        self.unsafe[IDS_OPERATORS[0] : IDS_OPERATORS[1]] = True
+        self.unsafe[IDS_EXTRA] = True
+        self.unsafe[0xD800:0xE000] = True
+        self.unsafe[[ord(c) for c in str(recorded["normalization"])]] = True
+        phrases = [str(p) for p in recorded["phrases"]]  # type: ignore[attr-defined]
+        self.first = np.zeros(0x110000, dtype=bool)
+        self.first[[ord(p[0]) for p in phrases]] = True
+        self.pairs = np.unique(np.array([ord(p[0]) << 21 | ord(p[1]) for p in phrases], dtype=np.uint64))
+
+    @staticmethod
+    @lru_cache(maxsize=8)
+    def of(config: str) -> CharMap | None:
+        recorded = _recorded(config)
+        if recorded is None or "phrases" not in recorded:
+            return None
+        path = Path(str(getattr(_converter(config), "config", "")))
+        try:
+            chain = json.loads(path.read_text(encoding="utf-8")).get("conversion_chain", [])
+        except (OSError, ValueError):
+            return None
+        return CharMap(config, recorded) if len(chain) == 1 else None
+
+    def convert_all(self, segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
+        """``[convert(s) for s in segments]``: the table for the segments it converts exactly,
+        ``_convert_all`` (OpenCC) for the others."""
+        return self.convert_marked(segments, convert)[0]
+
+    def convert_marked(self, segments: list[str], convert) -> tuple[list[str], list[bool]]:  # type: ignore[no-untyped-def]
+        """``convert_all``, and per segment whether the table converted it (then its Latin
+        letters are as they were)."""
+        joined = "\x00".join(segments)
+        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        cuts = np.flatnonzero(cps == 0)
+        if len(cuts) != len(segments) - 1:  # a segment holds "\x00": OpenCC for all
+            return _convert_all(segments, convert), [False] * len(segments)
+        flagged = np.flatnonzero(self.unsafe[cps])
+        at = np.flatnonzero(self.first[cps[:-1]])
+        if len(at):
+            code = (cps[at].astype(np.uint64) << np.uint64(21)) | cps[at + 1].astype(np.uint64)
+            hit = np.minimum(np.searchsorted(self.pairs, code), len(self.pairs) - 1)
+            flagged = np.concatenate([flagged, at[self.pairs[hit] == code]])
+        out = self.table[cps].tobytes().decode("utf-32-le", "surrogatepass").split("\x00")
+        slow = np.unique(np.searchsorted(cuts, flagged)).tolist()
+        by_table = [True] * len(segments)
+        if slow:
+            for i, text in zip(slow, _convert_all([segments[i] for i in slow], convert), strict=True):
+                out[i] = text
+                by_table[i] = False
+        return out, by_table
 
 
 def to_simplified(text: str, config: str) -> str:
@@ -458,11 +548,26 @@ def _segments(text: str) -> list[str]:
     return out
 
 
+IDS_RE = re.compile("[\u2ff0-\u2fff\u31ef]")  # ideographic description characters
+
+
 def _convert_all(segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
     """``[convert(s) for s in segments]`` in one call: joined by newlines, which no OpenCC
-    dictionary entry holds (so no phrase spans two segments) and which OpenCC leaves alone."""
+    dictionary entry holds (so no phrase spans two segments) and which OpenCC leaves alone.
+    A segment holding an ideographic description character is converted on its own: OpenCC
+    keeps a whole description sequence unconverted, and one left incomplete at the end of a
+    segment ("⿰漢") would take the newline and the next segment as its operands."""
     if len(segments) < 2:
         return [convert(s) for s in segments]
+    alone = [i for i, s in enumerate(segments) if IDS_RE.search(s)]
+    if alone:
+        rest = [i for i in range(len(segments)) if i not in set(alone)]
+        out = [""] * len(segments)
+        for i in alone:
+            out[i] = convert(segments[i])
+        for i, text in zip(rest, _convert_all([segments[i] for i in rest], convert), strict=True):
+            out[i] = text
+        return out
     lines = convert("\n".join(segments)).split("\n")
     counts = [s.count("\n") + 1 for s in segments]
     if len(lines) != sum(counts):  # never expected; convert one by one then
@@ -497,18 +602,25 @@ def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | Non
             pieces.append(segs)
             where.append(at)
             kind.append(2)
-    converted = iter(_convert_all(todo, convert))
+    table = CharMap.of(config) if len(todo) > 1 else None
+    if table is not None:
+        done, by_table = table.convert_marked(todo, convert)
+    else:
+        done, by_table = _convert_all(todo, convert), [False] * len(todo)
+    converted = iter(zip(done, by_table, strict=True))
     several = iter(zip(pieces, where, strict=True))
     out = []
     for text, k in zip(texts, kind, strict=True):
         if k == 0:
             out.append(text)
         elif k == 1:
-            out.append(_keep_latin(text, next(converted), convert))
+            result, exact = next(converted)  # (the table leaves Latin letters alone)
+            out.append(result if exact else _keep_latin(text, result, convert))
         else:
             segs, at = next(several)
             for j in at:
-                segs[j] = _keep_latin(segs[j], next(converted), convert)
+                result, exact = next(converted)
+                segs[j] = result if exact else _keep_latin(segs[j], result, convert)
             out.append("".join(segs))
     return out
 
@@ -623,7 +735,7 @@ def _quiet_table() -> np.ndarray:
 
 
 def quiet_texts(
-    texts: list[str], flags: list[int], strip_trailing_space: bool
+    texts: list[str], flags: list[int], strip_trailing_space: bool, ignore: int = 0
 ) -> tuple[list[bool], list[int]]:
     """Per text: (steps 1-8 can change it at most by NFC, so it stays as it is when it is NFC;
     its flags with F_MARKS cleared when step 6 cannot fold a mark or bracket in context and
@@ -633,7 +745,8 @@ def quiet_texts(
     bracket, no mark that step 6 folds (a mark in a run of neutral characters and marks with a
     Latin letter or digit on one side and no CJK or full-width character on the other, or in a
     run too long to tell), no line ending in whitespace, no two newlines in a row, no newline
-    first and no whitespace last."""
+    first and no whitespace last. Flags in ``ignore`` (F_OPENCC: quiet but for step 7) do not
+    make a text noisy."""
     bc = batch_chars(texts)
     cps, starts, doc = bc.cps, bc.starts, bc.doc
     n, size = len(texts), len(cps)
@@ -673,7 +786,7 @@ def quiet_texts(
     leads = np.flatnonzero((q & Q_LEAD) != 0)
     close = np.zeros(n, dtype=bool)
     close[doc[leads[:-1][np.diff(leads) <= 4]]] = True
-    keep = F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC
+    keep = (F_ESC | F_AMP | F_SUSPECT | F_LATIN1 | F_GBK_LEAD | F_ALWAYS_FOLD | F_OPENCC) & ~ignore
     adjusted = [
         f & ~((0 if c else F_MARKS) | (0 if g else F_GBK_LEAD))
         for f, c, g in zip(flags, context.tolist(), close.tolist(), strict=True)
@@ -803,22 +916,32 @@ class Normalize(MapStage):
         wide = mostly_wide(texts)
         if wide is None:
             flags = batch_flags(texts, p.opencc)
-            quiet, flags = quiet_texts(texts, flags, p.strip_trailing_space) if batch else ([], [])
+            calm, flags = quiet_texts(texts, flags, p.strip_trailing_space, F_OPENCC) if batch else ([], [])
         else:  # ASCII-only texts take the per-text checks
-            flags, quiet = [ALL_FLAGS] * len(texts), [False] * len(texts)
+            flags, calm = [ALL_FLAGS] * len(texts), [False] * len(texts)
             some = [texts[i] for i in wide]
-            some_quiet, some_flags = (
-                quiet_texts(some, batch_flags(some, p.opencc), p.strip_trailing_space) if some else ([], [])
+            some_calm, some_flags = (
+                quiet_texts(some, batch_flags(some, p.opencc), p.strip_trailing_space, F_OPENCC)
+                if some
+                else ([], [])
             )
-            for i, q, f in zip(wide, some_quiet, some_flags, strict=True):
-                flags[i], quiet[i] = f, q
+            for i, q, f in zip(wide, some_calm, some_flags, strict=True):
+                flags[i], calm[i] = f, q
         nfc = p.unicode_form == "NFC"
+        is_nfc = unicodedata.is_normalized
+        # calm: steps 1-6 and 8 leave the text as it is when it is NFC; quiet: so does step 7
         work = [
             i
-            for i, (text, f, q) in enumerate(zip(texts, flags, quiet, strict=True))
-            if not q or (f & F_NONASCII and nfc and not unicodedata.is_normalized("NFC", text))
+            for i, (text, f, c) in enumerate(zip(texts, flags, calm, strict=True))
+            if not c or f & F_OPENCC or (f & F_NONASCII and nfc and not is_nfc("NFC", text))
         ]  # the others: nothing to change
-        prepared = [norm.prepare(texts[i], flags[i]) for i in work]
+        convert = p.opencc != "off"
+        prepared = [
+            (texts[i], {}, convert, bool(flags[i] & F_HAN) and HAN_ANY.search(texts[i]) is not None)
+            if calm[i] and (not nfc or unicodedata.is_normalized("NFC", texts[i]))
+            else norm.prepare(texts[i], flags[i])
+            for i in work
+        ]  # (a calm NFC text: what prepare would return, without its checks)
         todo = [k for k, x in enumerate(prepared) if x[2] and x[3]]
         converted = to_simplified_batch([prepared[k][0] for k in todo], p.opencc, [True] * len(todo))
         done = [x[0] for x in prepared]

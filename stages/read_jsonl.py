@@ -73,7 +73,7 @@ class JsonlReader(LineReader):
                     "malformed_json", where, f"expected a JSON object, got {type(obj).__name__}", rec.text
                 )
                 continue
-            if SURROGATE_ESCAPE.search(rec.text):
+            if "\\u" in rec.text and SURROGATE_ESCAPE.search(rec.text):
                 obj, changed = _without_lone_surrogates(obj)
                 if changed:
                     message = "unpaired UTF-16 surrogate escape(s), which are not text"

@@ -65,7 +65,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep.decide_jobs import DecideJobs, load_shared, share
-from dataprep.document import Document, Drop
+from dataprep.document import Document, Drop, meta_values
 from dataprep.formats import arrow
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
@@ -206,9 +206,7 @@ class _TaskSpill:
                 np.fromiter((len(d.text) for d in docs), dtype=np.int32, count=len(docs)),
                 batch.sizes().astype(np.int32),
                 [d.text[:preview] for d in docs],
-                np.fromiter(
-                    (script_code(d.meta_get("script")) for d in docs), dtype=np.uint8, count=len(docs)
-                ),
+                np.fromiter(map(script_code, meta_values(docs, "script")), dtype=np.uint8, count=len(docs)),
                 keys,
             )
         )

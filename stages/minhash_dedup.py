@@ -256,6 +256,7 @@ LSH_PARTITION_KEYS = 1 << 25  # band keys per key-range partition in round 2 (8 
 PAIR_BUCKET = 1 << 23  # candidate pairs per verification call (24 bytes each)
 EDGE_BUCKET = 1 << 23  # edge records per connected-components call (24 bytes each)
 PARALLEL_MIN = 1 << 20  # keys, pairs or edges below which a round is one call (no worker start-up)
+INDEX_BAND_GROUP = 8  # band columns read from a task's spill at once in round 1
 MAP_CACHE = 256  # memory maps a worker keeps open at once (file descriptors)
 PAIR = np.dtype([("h", "<u8"), ("u", "<i8"), ("v", "<i8")])
 DECISION = np.dtype([("pos", "<i8"), ("survivor", "<i8"), ("size", "<i8"), ("score", "<f8")])
@@ -550,15 +551,19 @@ def index_task(job: IndexJob) -> IndexResult:
         return IndexResult(0, len(has))
     low = np.uint64((1 << layout.bits) - 1)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    keys = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint64, shape=(layout.bands, len(positions)))
-    for j in range(layout.bands):
-        column = arrow.to_numpy(f.read(columns=[f"band{j:03d}"]).column(0), np.uint64)[has]
-        column &= ~low
-        column |= positions
-        column.sort()
-        keys[j] = column
-    keys.flush()
-    del keys
+    header = {"descr": "<u8", "fortran_order": False, "shape": (layout.bands, len(positions))}
+    with open(tmp, "wb") as out:  # the .npy file row after row: no memory map to flush
+        np.lib.format.write_array_header_1_0(out, header)
+        for first in range(0, layout.bands, INDEX_BAND_GROUP):
+            group = range(first, min(first + INDEX_BAND_GROUP, layout.bands))
+            table = f.read(columns=[f"band{j:03d}" for j in group])  # one read per group of bands
+            for k in range(len(group)):
+                column = arrow.to_numpy(table.column(k), np.uint64)[has]
+                column &= ~low
+                column |= positions
+                column.sort()
+                column.tofile(out)
+            del table
     os.replace(tmp, path)
     return IndexResult(len(positions), int(len(has) - len(positions)))
 

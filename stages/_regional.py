@@ -116,7 +116,7 @@ class Triggers:
         head = np.zeros((len(keys), 3), dtype=np.int64)
         for k in range(3):
             has = size > k
-            head[has, k] = fold[[ord(key[k]) for key, long in zip(keys, has.tolist()) if long]]
+            head[has, k] = fold[[ord(key[k]) for key in keys if len(key) > k]]
         first, second, third = head[:, 0], head[:, 1], head[:, 2]
         one, pair, longer = size == 1, size == 2, size > 2
         np.bitwise_or.at(self.chars, first[one], ONE_CHAR_KEY)

@@ -537,8 +537,9 @@ def index_task(job: IndexJob) -> IndexResult:
 
     layout = _layout(job.layout)
     t = job.task
-    f = pq.ParquetFile(layout.spill(t, ".bands.parquet"))
-    table = f.read(columns=["id", "length", "shingles", "script"])
+    # one worker of many: no reader threads, no pre-buffering (half the CPU on small tasks)
+    f = pq.ParquetFile(layout.spill(t, ".bands.parquet"), pre_buffer=False)
+    table = f.read(columns=["id", "length", "shingles", "script"], use_threads=False)
     save_atomic(layout.index(t, "length.npy"), arrow.to_numpy(table.column("length"), np.int32))
     save_atomic(layout.index(t, "script.npy"), arrow.to_numpy(table.column("script"), np.uint8))
     StringTable.write_arrow(layout.index(t, "ids"), table.column("id"))
@@ -556,7 +557,7 @@ def index_task(job: IndexJob) -> IndexResult:
         np.lib.format.write_array_header_1_0(out, header)
         for first in range(0, layout.bands, INDEX_BAND_GROUP):
             group = range(first, min(first + INDEX_BAND_GROUP, layout.bands))
-            table = f.read(columns=[f"band{j:03d}" for j in group])  # one read per group of bands
+            table = f.read(columns=[f"band{j:03d}" for j in group], use_threads=False)
             for k in range(len(group)):
                 column = arrow.to_numpy(table.column(k), np.uint64)[has]
                 column &= ~low
@@ -668,6 +669,17 @@ def choose_survivors(job: SurvivorsJob) -> SurvivorsResult:
     return SurvivorsResult(len(heads), cross, len(members), hist.to_json(), examples)
 
 
+class _IdPaths:
+    """The tasks' id tables as a sequence whose paths are made when asked for (a task's decision
+    looks up its survivors' tasks only: no list of every task's path per task)."""
+
+    def __init__(self, layout: _Layout):
+        self.layout = layout
+
+    def __getitem__(self, t: int) -> Path:
+        return self.layout.index(t, "ids")
+
+
 def write_task_decision(job: DecisionJob) -> None:
     """Decide round 6, one task: its dropped documents (rows), from every ``final.<b>`` file
     (binary search on the positions), with their survivors' ids, as ``<task>.decision.json``."""
@@ -685,8 +697,7 @@ def write_task_decision(job: DecisionJob) -> None:
     mine = np.concatenate(parts)
     mine = mine[np.argsort(mine["pos"], kind="stable")]
     offsets = np.asarray(layout.offsets, dtype=np.int64)
-    paths = [layout.index(k, "ids") for k in range(len(layout.task_ids))]
-    names = lookup_ids(paths, offsets, mine["survivor"])
+    names = lookup_ids(_IdPaths(layout), offsets, mine["survivor"])
     write_decision(
         layout.spill(t, ".decision.json"),
         (mine["pos"] - lo).tolist(),

@@ -600,10 +600,12 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     n = sig.shape[0]
     grid = sig[:, : bands * rows].reshape(n, bands, rows)
     with np.errstate(over="ignore"):
-        acc = np.broadcast_to(np.arange(bands, dtype=np.uint64) * _P_TOKEN + U64(0x5BD1E995), (n, bands))
-        for m in range(rows):
-            acc = mix64(acc ^ grid[:, :, m].astype(np.uint64))
-    return np.ascontiguousarray(acc)
+        acc = np.empty((n, bands), dtype=np.uint64)
+        acc[:] = np.arange(bands, dtype=np.uint64) * _P_TOKEN + U64(0x5BD1E995)
+        for m in range(rows):  # in place: one xor and the mix per row, no temporaries
+            np.bitwise_xor(acc, grid[:, :, m], out=acc)
+            _mix64_inplace(acc)
+    return acc
 
 
 def _integrate(f, a: float, b: float, steps: int = 2000) -> float:

@@ -214,12 +214,12 @@ class _TaskSpill:
         if self.pending_rows >= ROW_GROUP:
             self._flush()
         if self.exact:
-            self.files[0].write(batch.hashes.astype(np.uint32).tobytes())
+            self.files[0].write(np.ascontiguousarray(batch.hashes, dtype=np.uint32).data)  # no copy
             ends = batch.offsets[1:] + self.shingles_written
-            self.files[1].write(ends.astype(np.int64).tobytes())
+            self.files[1].write(ends.astype(np.int64).data)
             self.shingles_written += int(batch.offsets[-1])
         else:
-            self.files[0].write(np.ascontiguousarray(sig, dtype=np.uint32).tobytes())
+            self.files[0].write(np.ascontiguousarray(sig, dtype=np.uint32).data)
 
     def _flush(self) -> None:
         """Write the buffered batches as one row group (fewer, larger row groups: faster)."""

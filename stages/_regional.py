@@ -110,7 +110,9 @@ class Triggers:
     def __init__(self, fold: np.ndarray):
         self.chars = np.zeros(len(fold), dtype=np.uint8)
         self.bigrams = np.zeros(1 << BITMAP_BITS, dtype=np.uint8)
-        keys = [key for key, _ in entries()]
+        # a one-character entry that maps to itself changes nothing and covers only itself
+        # (no later match can start inside it): never a candidate, as if it were not there
+        keys = [key for key, value in entries() if len(key) > 1 or value != key]
         size = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
         # the folded first three code points of every key (0 past its end), all keys at once
         head = np.zeros((len(keys), 3), dtype=np.int64)
@@ -128,8 +130,9 @@ class Triggers:
 
     def candidates(self, cps: np.ndarray, char_bits: np.ndarray) -> np.ndarray:
         """Sorted positions in ``cps`` where an entry may start (every position where one does is
-        among them). cps: folded code points of documents, each followed by one separator (which
-        starts no entry); char_bits: ``self.chars[cps]`` (the caller may have it already)."""
+        among them, but for the one-character entries that map to themselves). cps: folded code
+        points of documents, each followed by one separator (which starts no entry); char_bits:
+        ``self.chars[cps]`` (the caller may have it already)."""
         # a one-character key, or a character that starts a key followed by one that can be second
         follows = (char_bits[1:] >> 1) & STARTS_A_KEY
         follows |= ONE_CHAR_KEY

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,26 @@ class Document:
             f"Document(id={self.id!r}, text={self.text!r}, source={self.source!r}, "
             f"meta={self.meta!r}, tokens={self.tokens!r})"
         )
+
+
+def meta_values(docs: Sequence[Document], key: str, default: Any = None) -> list[Any]:
+    """``[d.meta_get(key, default) for d in docs]``, with the stored metadata that may hold ``key``
+    decoded in one ``json.loads`` call for the batch (a few times cheaper than one call per
+    document); the documents themselves are left as they were (nothing decoded is kept)."""
+    out = [default] * len(docs)
+    needle = f'"{key}"'
+    waiting: list[int] = []
+    stored: list[str] = []
+    for i, doc in enumerate(docs):
+        if doc._meta is not None:
+            out[i] = doc._meta.get(key, default)
+        elif doc._meta_json and needle in doc._meta_json:
+            waiting.append(i)
+            stored.append(doc._meta_json)
+    if stored:
+        for i, meta in zip(waiting, json.loads(f"[{','.join(stored)}]"), strict=True):
+            out[i] = meta.get(key, default)
+    return out
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ import bisect
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -289,7 +289,13 @@ def read_rows(path: Path, columns: list[str], rows: np.ndarray) -> dict[str, lis
     return out
 
 
-def lookup_ids(paths: list[Path], offsets: np.ndarray, positions: np.ndarray) -> dict[int, str]:
+class PathsByTask(Protocol):
+    """Anything that gives a task's path by its index (a list of paths does)."""
+
+    def __getitem__(self, task: int, /) -> Path: ...
+
+
+def lookup_ids(paths: PathsByTask, offsets: np.ndarray, positions: np.ndarray) -> dict[int, str]:
     """{global position: document id} for ``positions`` (global = offsets[task] + row), from the
     tasks' :class:`StringTable` files ``paths`` (only the pages holding them are read)."""
     wanted = np.unique(np.asarray(positions, dtype=np.int64))

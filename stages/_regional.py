@@ -110,23 +110,29 @@ class Triggers:
     def __init__(self, fold: np.ndarray):
         self.chars = np.zeros(len(fold), dtype=np.uint8)
         self.bigrams = np.zeros(1 << BITMAP_BITS, dtype=np.uint8)
-        for key, _ in entries():
-            cps = fold[np.array([ord(c) for c in key], dtype=np.int64)]
-            if len(cps) == 1:
-                self.chars[cps[0]] |= ONE_CHAR_KEY
-                continue
-            self.chars[cps[0]] |= STARTS_A_KEY
-            self.chars[cps[1]] |= SECOND_OF_A_KEY
-            if len(cps) == 2:
-                self.bigrams[_bigram_hash(cps[0], cps[1])] |= PAIR
-            else:
-                self.bigrams[_bigram_hash(cps[0], cps[1])] |= FIRST
-                self.bigrams[_bigram_hash(cps[1], cps[2])] |= SECOND
+        # a one-character entry that maps to itself changes nothing and covers only itself
+        # (no later match can start inside it): never a candidate, as if it were not there
+        keys = [key for key, value in entries() if len(key) > 1 or value != key]
+        size = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        # the folded first three code points of every key (0 past its end), all keys at once
+        head = np.zeros((len(keys), 3), dtype=np.int64)
+        for k in range(3):
+            has = size > k
+            head[has, k] = fold[[ord(key[k]) for key in keys if len(key) > k]]
+        first, second, third = head[:, 0], head[:, 1], head[:, 2]
+        one, pair, longer = size == 1, size == 2, size > 2
+        np.bitwise_or.at(self.chars, first[one], ONE_CHAR_KEY)
+        np.bitwise_or.at(self.chars, first[~one], STARTS_A_KEY)
+        np.bitwise_or.at(self.chars, second[~one], SECOND_OF_A_KEY)
+        np.bitwise_or.at(self.bigrams, _bigram_hash(first[pair], second[pair]), PAIR)
+        np.bitwise_or.at(self.bigrams, _bigram_hash(first[longer], second[longer]), FIRST)
+        np.bitwise_or.at(self.bigrams, _bigram_hash(second[longer], third[longer]), SECOND)
 
     def candidates(self, cps: np.ndarray, char_bits: np.ndarray) -> np.ndarray:
         """Sorted positions in ``cps`` where an entry may start (every position where one does is
-        among them). cps: folded code points of documents, each followed by one separator (which
-        starts no entry); char_bits: ``self.chars[cps]`` (the caller may have it already)."""
+        among them, but for the one-character entries that map to themselves). cps: folded code
+        points of documents, each followed by one separator (which starts no entry); char_bits:
+        ``self.chars[cps]`` (the caller may have it already)."""
         # a one-character key, or a character that starts a key followed by one that can be second
         follows = (char_bits[1:] >> 1) & STARTS_A_KEY
         follows |= ONE_CHAR_KEY

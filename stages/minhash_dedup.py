@@ -65,7 +65,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dataprep.decide_jobs import DecideJobs, load_shared, share
-from dataprep.document import Document, Drop
+from dataprep.document import Document, Drop, meta_values
 from dataprep.formats import arrow
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
@@ -206,9 +206,7 @@ class _TaskSpill:
                 np.fromiter((len(d.text) for d in docs), dtype=np.int32, count=len(docs)),
                 batch.sizes().astype(np.int32),
                 [d.text[:preview] for d in docs],
-                np.fromiter(
-                    (script_code(d.meta_get("script")) for d in docs), dtype=np.uint8, count=len(docs)
-                ),
+                np.fromiter(map(script_code, meta_values(docs, "script")), dtype=np.uint8, count=len(docs)),
                 keys,
             )
         )
@@ -216,12 +214,12 @@ class _TaskSpill:
         if self.pending_rows >= ROW_GROUP:
             self._flush()
         if self.exact:
-            self.files[0].write(batch.hashes.astype(np.uint32).tobytes())
+            self.files[0].write(np.ascontiguousarray(batch.hashes, dtype=np.uint32).data)  # no copy
             ends = batch.offsets[1:] + self.shingles_written
-            self.files[1].write(ends.astype(np.int64).tobytes())
+            self.files[1].write(ends.astype(np.int64).data)
             self.shingles_written += int(batch.offsets[-1])
         else:
-            self.files[0].write(np.ascontiguousarray(sig, dtype=np.uint32).tobytes())
+            self.files[0].write(np.ascontiguousarray(sig, dtype=np.uint32).data)
 
     def _flush(self) -> None:
         """Write the buffered batches as one row group (fewer, larger row groups: faster)."""
@@ -258,6 +256,7 @@ LSH_PARTITION_KEYS = 1 << 25  # band keys per key-range partition in round 2 (8 
 PAIR_BUCKET = 1 << 23  # candidate pairs per verification call (24 bytes each)
 EDGE_BUCKET = 1 << 23  # edge records per connected-components call (24 bytes each)
 PARALLEL_MIN = 1 << 20  # keys, pairs or edges below which a round is one call (no worker start-up)
+INDEX_BAND_GROUP = 8  # band columns read from a task's spill at once in round 1
 MAP_CACHE = 256  # memory maps a worker keeps open at once (file descriptors)
 PAIR = np.dtype([("h", "<u8"), ("u", "<i8"), ("v", "<i8")])
 DECISION = np.dtype([("pos", "<i8"), ("survivor", "<i8"), ("size", "<i8"), ("score", "<f8")])
@@ -538,8 +537,9 @@ def index_task(job: IndexJob) -> IndexResult:
 
     layout = _layout(job.layout)
     t = job.task
-    f = pq.ParquetFile(layout.spill(t, ".bands.parquet"))
-    table = f.read(columns=["id", "length", "shingles", "script"])
+    # one worker of many: no reader threads, no pre-buffering (half the CPU on small tasks)
+    f = pq.ParquetFile(layout.spill(t, ".bands.parquet"), pre_buffer=False)
+    table = f.read(columns=["id", "length", "shingles", "script"], use_threads=False)
     save_atomic(layout.index(t, "length.npy"), arrow.to_numpy(table.column("length"), np.int32))
     save_atomic(layout.index(t, "script.npy"), arrow.to_numpy(table.column("script"), np.uint8))
     StringTable.write_arrow(layout.index(t, "ids"), table.column("id"))
@@ -552,15 +552,19 @@ def index_task(job: IndexJob) -> IndexResult:
         return IndexResult(0, len(has))
     low = np.uint64((1 << layout.bits) - 1)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    keys = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint64, shape=(layout.bands, len(positions)))
-    for j in range(layout.bands):
-        column = arrow.to_numpy(f.read(columns=[f"band{j:03d}"]).column(0), np.uint64)[has]
-        column &= ~low
-        column |= positions
-        column.sort()
-        keys[j] = column
-    keys.flush()
-    del keys
+    header = {"descr": "<u8", "fortran_order": False, "shape": (layout.bands, len(positions))}
+    with open(tmp, "wb") as out:  # the .npy file row after row: no memory map to flush
+        np.lib.format.write_array_header_1_0(out, header)
+        for first in range(0, layout.bands, INDEX_BAND_GROUP):
+            group = range(first, min(first + INDEX_BAND_GROUP, layout.bands))
+            table = f.read(columns=[f"band{j:03d}" for j in group], use_threads=False)
+            for k in range(len(group)):
+                column = arrow.to_numpy(table.column(k), np.uint64)[has]
+                column &= ~low
+                column |= positions
+                column.sort()
+                column.tofile(out)
+            del table
     os.replace(tmp, path)
     return IndexResult(len(positions), int(len(has) - len(positions)))
 
@@ -665,6 +669,17 @@ def choose_survivors(job: SurvivorsJob) -> SurvivorsResult:
     return SurvivorsResult(len(heads), cross, len(members), hist.to_json(), examples)
 
 
+class _IdPaths:
+    """The tasks' id tables as a sequence whose paths are made when asked for (a task's decision
+    looks up its survivors' tasks only: no list of every task's path per task)."""
+
+    def __init__(self, layout: _Layout):
+        self.layout = layout
+
+    def __getitem__(self, t: int) -> Path:
+        return self.layout.index(t, "ids")
+
+
 def write_task_decision(job: DecisionJob) -> None:
     """Decide round 6, one task: its dropped documents (rows), from every ``final.<b>`` file
     (binary search on the positions), with their survivors' ids, as ``<task>.decision.json``."""
@@ -682,8 +697,7 @@ def write_task_decision(job: DecisionJob) -> None:
     mine = np.concatenate(parts)
     mine = mine[np.argsort(mine["pos"], kind="stable")]
     offsets = np.asarray(layout.offsets, dtype=np.int64)
-    paths = [layout.index(k, "ids") for k in range(len(layout.task_ids))]
-    names = lookup_ids(paths, offsets, mine["survivor"])
+    names = lookup_ids(_IdPaths(layout), offsets, mine["survivor"])
     write_decision(
         layout.spill(t, ".decision.json"),
         (mine["pos"] - lo).tolist(),

@@ -23,6 +23,12 @@ def test_strings_are_the_arrays_pyarrow_converts() -> None:
     texts = ["", "abc", "秦川雄帝宅", "e\u0301", "😀 x"]
     assert arrow.strings(texts).equals(pa.array(texts, type=pa.string()))
     assert arrow.strings([]).equals(pa.array([], type=pa.string()))
+    data = [t.encode("utf-8") for t in texts]  # the same array built from its buffers
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in data])]).astype(np.int32)
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    assert arrow.strings(texts).equals(pa.Array.from_buffers(pa.string(), len(texts), buffers))
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate, as str.encode says
+        arrow.strings(["a\ud800"])
 
 
 def test_to_numpy_reads_chunked_and_sliced_columns() -> None:

@@ -15,8 +15,10 @@ import functools
 import itertools
 from pathlib import Path
 
+import numpy as np
 import opencc
 import pyarrow.parquet as pq
+import pytest
 from dedup_support import run_chain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -181,6 +183,31 @@ KEYS = [k for k, _ in _regional.entries()]
 def test_regional_fold_is_opencc_forward_maximum_matching_over_the_table(parts: list[str]) -> None:
     text = "".join(parts)
     assert _regional.fold_regional([text]) == [opencc_with_the_table().convert(text)]
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_triggers_mark_what_each_entry_marks_on_its_own(folded: bool) -> None:
+    """The trigger tables (built for all entries at once) equal the ones built entry by entry."""
+    fold = mh.char_tables(True)[0] if folded else np.arange(0x110000, dtype=np.uint32)
+    chars = np.zeros(len(fold), dtype=np.uint8)
+    bigrams = np.zeros(1 << _regional.BITMAP_BITS, dtype=np.uint8)
+    for key, value in _regional.entries():
+        if len(key) == 1 and value == key:  # changes nothing: never a candidate
+            continue
+        cps = fold[[ord(c) for c in key]]
+        if len(cps) == 1:
+            chars[cps[0]] |= _regional.ONE_CHAR_KEY
+            continue
+        chars[cps[0]] |= _regional.STARTS_A_KEY
+        chars[cps[1]] |= _regional.SECOND_OF_A_KEY
+        if len(cps) == 2:
+            bigrams[_regional._bigram_hash(cps[0], cps[1])] |= _regional.PAIR
+        else:
+            bigrams[_regional._bigram_hash(cps[0], cps[1])] |= _regional.FIRST
+            bigrams[_regional._bigram_hash(cps[1], cps[2])] |= _regional.SECOND
+    triggers = _regional.Triggers(fold)
+    assert np.array_equal(triggers.chars, chars)
+    assert np.array_equal(triggers.bigrams, bigrams)
 
 
 def test_the_shingler_folds_as_the_text_fold_does() -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dataprep.docstore import DocWriter, read_docs
-from dataprep.document import Document
+from dataprep.document import Document, meta_values
 
 
 def _docs() -> list[Document]:
@@ -89,3 +89,20 @@ def test_meta_get_decodes_only_when_the_key_may_be_there(tmp_path: Path) -> None
     assert b.meta_get("tokenize", {}) == {} and b._meta is None  # not decoded
     assert a.meta_get("tokenize", {}) == {"cuts": [1, 2]}
     assert Document("c", "t").meta_get("k", 5) == 5
+
+
+def test_meta_values_equal_meta_get_and_decode_nothing_for_keeps(tmp_path: Path) -> None:
+    docs = [
+        Document("a", "t", meta={"script": "Hans", "x": [1]}),
+        Document("b", "t", meta={"x": {"script": "nested"}}),
+        Document("c", "t"),
+        Document("d", "t", meta={"script": "Hant"}),
+    ]
+    _write(tmp_path / "m.frames", docs, [4])
+    read = next(iter(read_docs(tmp_path / "m.frames", 10)))
+    read[3].meta["script"] = "Latn"  # decoded and changed: its own metadata counts
+    mixed = [*read, Document("e", "t", meta={"script": "Kore"})]
+    assert meta_values(mixed, "script", "?") == ["Hans", "?", "?", "Latn", "Kore"]
+    assert read[0]._meta is None and read[1]._meta is None  # nothing decoded was kept
+    assert meta_values(mixed, "script", "?") == [d.meta_get("script", "?") for d in mixed]
+    assert meta_values([], "script") == []

@@ -44,6 +44,50 @@ def test_a_document_hashes_the_same_whatever_its_batch(batch: list[str], seed: i
     assert np.array_equal(together, alone)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), min_size=1, max_size=30),
+    st.integers(1, 64),
+    st.integers(1, 9),
+    st.integers(0, 2**32 - 1),
+)
+def test_numpy_signatures_equal_the_compiled_loop(
+    sizes: list[int], num_perm: int, chunk: int, seed: int
+) -> None:
+    """The numpy signatures (used until a process has done NUMBA_AFTER products) equal the
+    compiled loop's bit for bit, documents without shingles and documents cut by chunks included."""
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    hashes = rng.integers(1, 2**32, size=int(offsets[-1]), dtype=np.uint64).astype(np.uint32)
+    a = mh.MinHasher(num_perm, seed % 7).a
+    compiled = np.empty((len(sizes), num_perm), dtype=np.uint32)
+    mh._signature_kernel()(hashes, offsets, a, compiled)
+    with_numpy = np.full((len(sizes), num_perm), 0xFFFFFFFF, dtype=np.uint32)
+    previous, mh.SIGNATURE_CHUNK = mh.SIGNATURE_CHUNK, chunk
+    try:
+        mh._signatures_numpy(hashes, offsets, a, with_numpy)
+    finally:
+        mh.SIGNATURE_CHUNK = previous
+    assert np.array_equal(with_numpy, compiled)
+
+
+def test_signatures_switch_to_the_compiled_loop_after_numba_after_products(monkeypatch) -> None:
+    batch = mh.shingle_batch(
+        ["床前明月光疑是地上霜举头望明月低头思故乡", "", "the quick brown fox jumps over"]
+    )
+    hasher = mh.MinHasher(16, 0)
+    monkeypatch.setattr(mh, "_numpy_products", 0)
+    monkeypatch.setattr(mh, "NUMBA_AFTER", batch.hashes.size * 16)
+    mh._signature_kernel.cache_clear()
+    first = hasher.signatures(batch)  # numpy: within the allowance
+    assert mh._numpy_products == batch.hashes.size * 16
+    assert mh._signature_kernel.cache_info().currsize == 0
+    second = hasher.signatures(batch)  # beyond it: the compiled loop, loaded now
+    assert mh._signature_kernel.cache_info().currsize == 1
+    assert np.array_equal(first, second)
+    assert (first[1] == 0xFFFFFFFF).all()
+
+
 def test_simplification_folds_script_width_case_and_digits() -> None:
     same = [
         (
@@ -128,6 +172,32 @@ def test_bands_and_rows_match_datasketch(threshold: float, weights: tuple[float,
     from datasketch.lsh import _optimal_param
 
     assert mh.optimal_bands(threshold, 128, *weights) == _optimal_param(threshold, 128, *weights)
+
+
+def _optimal_bands_pair_by_pair(
+    threshold: float, num_perm: int, fp_weight: float, fn_weight: float
+) -> tuple[int, int]:
+    """optimal_bands as it was first written: every (bands, rows) integrated on its own."""
+    best, best_err = (1, num_perm), float("inf")
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            err = fp_weight * mh.false_positive_area(threshold, b, r) + fn_weight * mh.false_negative_area(
+                threshold, b, r
+            )
+            if err < best_err - 1e-12:
+                best, best_err = (b, r), err
+    return best
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 1.0])
+@pytest.mark.parametrize("num_perm", [16, 100, 128])
+@pytest.mark.parametrize("weights", [(0.5, 0.5), (0.05, 0.95), (0.9, 0.1), (1.0, 0.0)])
+def test_bands_and_rows_as_integrated_pair_by_pair(
+    threshold: float, num_perm: int, weights: tuple[float, float]
+) -> None:
+    assert mh.optimal_bands(threshold, num_perm, *weights) == _optimal_bands_pair_by_pair(
+        threshold, num_perm, *weights
+    )
 
 
 def test_candidate_probability_is_the_s_curve() -> None:

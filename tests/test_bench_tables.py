@@ -102,3 +102,15 @@ def test_speed_table_ratios_and_scaling_beyond_half() -> None:
     assert _row(stages, "normalize")[1:] == ["4.00", "10.0"]
     assert _row(stages, "decide.pack (phase)")[1:] == ["2.00", "20.0"]
     assert "pass0" not in stages  # a pass's CPU is its stages' and its I/O, listed per stage
+
+
+def test_a_recorded_result_is_never_overwritten(tmp_path: Path) -> None:
+    from _measure import write_result
+
+    first = write_result("speed", "Speed", "cmd one", "table one", results=tmp_path)
+    second = write_result("speed", "Speed", "cmd two", "table two", results=tmp_path)
+    third = write_result("speed", "Speed", "cmd three", "table three", results=tmp_path)
+    assert len({first, second, third}) == 3
+    assert second.name == first.stem + "-2.md" and third.name == first.stem + "-3.md"
+    assert "table one" in first.read_text(encoding="utf-8")
+    assert "table two" in second.read_text(encoding="utf-8")

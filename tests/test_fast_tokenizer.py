@@ -293,18 +293,23 @@ def test_tokenizers_fastokens_cannot_read_fall_back_with_identical_ids(tmp_path,
 # -- the check on real text, and mismatches -------------------------------------------------------
 
 
-def test_forced_mismatch_falls_back_with_a_warning(trained, docs, monkeypatch):
-    tok = HFTokenizer(trained)
-    assert tok.engine == "fastokens"
+def _break_fast_engine(tok: HFTokenizer, monkeypatch, text: int, token: int) -> None:
+    """Make ``tok``'s fastokens ids wrong at one token of one text of every batch."""
     real = tok._fast
 
     def broken(texts):
         out = real(texts)
-        out[3] = out[3].copy()
-        out[3][2] += 1
+        out[text] = out[text].copy()
+        out[text][token] += 1
         return out
 
     monkeypatch.setattr(tok, "_fast", broken)
+
+
+def test_forced_mismatch_falls_back_with_a_warning(trained, docs, monkeypatch):
+    tok = HFTokenizer(trained)
+    assert tok.engine == "fastokens"
+    _break_fast_engine(tok, monkeypatch, text=3, token=2)
     texts = docs[:10]
     with pytest.warns(RuntimeWarning, match=r"different ids at character \d+"):
         got = tok.encode_batch(texts)
@@ -359,15 +364,7 @@ def test_run_check_verdict_is_taken_without_checking_again(trained, docs):
 
 def test_run_check_planted_mismatch_switches_every_taker_to_tokenizers(trained, docs, monkeypatch):
     checker = HFTokenizer(trained)
-    real = checker._fast
-
-    def broken(texts):
-        out = real(texts)
-        out[7] = out[7].copy()
-        out[7][1] += 1
-        return out
-
-    monkeypatch.setattr(checker, "_fast", broken)
+    _break_fast_engine(checker, monkeypatch, text=7, token=1)
     verdict = checker.check_engine(docs[:20])
     assert verdict["engine"] == "tokenizers" and verdict["checked"] == 20
     assert verdict["mismatch"]["position"] > 0 and docs[7].find(verdict["mismatch"]["text"]) >= 0

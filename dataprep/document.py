@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,20 @@ def meta_values(docs: Sequence[Document], key: str, default: Any = None) -> list
     if stored:
         for i, meta in zip(waiting, json.loads(f"[{','.join(stored)}]"), strict=True):
             out[i] = meta.get(key, default)
+    return out
+
+
+def texts_within_bytes(texts: Iterable[str], max_bytes: int) -> list[str]:
+    """The first ``texts`` holding up to ``max_bytes`` UTF-8 bytes in all, the one that crosses the
+    budget cut there (at a character boundary); ``texts`` is consumed only that far."""
+    out: list[str] = []
+    size = 0
+    for text in texts:
+        if size >= max_bytes:
+            break
+        data = text.encode("utf-8")[: max_bytes - size]
+        out.append(data.decode("utf-8", "ignore"))
+        size += len(data)
     return out
 
 

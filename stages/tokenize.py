@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dataprep.document import Document, Drop
+from dataprep.document import Document, Drop, texts_within_bytes
 from dataprep.stage import (
     DriverContext,
     GlobalStage,
@@ -135,18 +135,6 @@ def check_engines(job: dict[str, Any]) -> dict[str, Any]:
     return tok.check_engine(job["texts"])
 
 
-def sample_head(texts: list[str], max_bytes: int) -> list[str]:
-    """The first ``texts`` up to ``max_bytes`` UTF-8 bytes (the one that crosses it cut there)."""
-    out, size = [], 0
-    for text in texts:
-        if size >= max_bytes:
-            break
-        data = text.encode("utf-8")[: max_bytes - size]
-        out.append(data.decode("utf-8", "ignore"))
-        size += len(data)
-    return out
-
-
 def _take_verdict(ctx: DriverContext, verdict: dict[str, Any]) -> None:
     """Publish the run's engine verdict for the tasks, count it, warn about a mismatch."""
     import warnings
@@ -155,11 +143,11 @@ def _take_verdict(ctx: DriverContext, verdict: dict[str, Any]) -> None:
     ctx.stats.count("engine_checked", verdict["checked"])
     mismatch = verdict.get("mismatch")
     if mismatch:
+        from dataprep.formats.tokenizer import describe_mismatch
+
         ctx.stats.count("engine_mismatch")
         warnings.warn(
-            f"tokenize: fastokens and tokenizers give different ids at character {mismatch['position']} "
-            f"of a text of the sample ({mismatch['text']!r}: {mismatch['fastokens']} vs "
-            f"{mismatch['tokenizers']}); encoding with tokenizers",
+            f"tokenize: {describe_mismatch(mismatch, 'a text of the sample')}; encoding with tokenizers",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -206,7 +194,11 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
     if job.get("engine", "tokenizers") != "tokenizers" and path.suffix == ".json" and heldout:
         from dataprep.formats.tokenizer import RUN_CHECK_BYTES, TokenizerError
 
-        check = {"path": str(path), "engine": job["engine"], "texts": sample_head(heldout, RUN_CHECK_BYTES)}
+        check = {
+            "path": str(path),
+            "engine": job["engine"],
+            "texts": texts_within_bytes(heldout, RUN_CHECK_BYTES),
+        }
         try:  # first, so that measuring on the held-out texts below encodes on the verdict
             verdict = check_engines(check)
         except TokenizerError as e:

@@ -23,6 +23,7 @@ from typing import Any
 from dataprep import __version__
 from dataprep import stage as stage_registry
 from dataprep.docstore import RejectedWriter
+from dataprep.document import texts_within_bytes
 from dataprep.executor.base import Executor, make_executor
 from dataprep.executor.context import RunContext
 from dataprep.executor.finalize import draw_ahead, finalize
@@ -325,14 +326,8 @@ def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
             readers[split.reader] = cls(ctx.recipe.reader_params(cls))
         report = ReadReport(StageStats(), "skip")
         docs = readers[split.reader].read(split, report)
-        size = 0
         try:
-            for doc in docs:
-                data = doc.text.encode("utf-8")[: share - size]
-                texts.append(data.decode("utf-8", "ignore"))  # a document that crosses the share is cut
-                size += len(data)
-                if size >= share:
-                    break
+            texts += texts_within_bytes((doc.text for doc in docs), share)
         finally:
             close = getattr(docs, "close", None)
             if close is not None:

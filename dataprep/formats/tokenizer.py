@@ -47,6 +47,15 @@ CHECK_BYTES = 1 << 20  # ... or fewer, once this many UTF-8 bytes were checked
 RUN_CHECK_BYTES = 256 << 10  # UTF-8 bytes of a run's sample checked once (check_engine)
 
 
+def describe_mismatch(mismatch: dict[str, Any], where: str = "a text") -> str:
+    """A mismatch recorded by :meth:`HFTokenizer.check_engine` / the per-task check, in words."""
+    m = mismatch
+    return (
+        f"fastokens and tokenizers give different ids at character {m['position']} of {where} "
+        f"({m['text']!r}: {m['fastokens']} vs {m['tokenizers']})"
+    )
+
+
 class TokenizerError(ValueError):
     """The tokenizer cannot be used as asked; the message says what to change."""
 
@@ -392,13 +401,7 @@ class HFTokenizer(TextTokenizer):
 
     def mismatch_message(self) -> str:
         """The recorded mismatch in words (empty when there is none)."""
-        if self.mismatch is None:
-            return ""
-        m = self.mismatch
-        return (
-            f"{self.path}: fastokens and tokenizers give different ids at character {m['position']} of a "
-            f"text ({m['text']!r}: {m['fastokens']} vs {m['tokenizers']})"
-        )
+        return "" if self.mismatch is None else f"{self.path}: {describe_mismatch(self.mismatch)}"
 
     def _switch_off(self, text: str, fast: np.ndarray, reference: np.ndarray) -> None:
         """Record where fastokens' ids part from tokenizers', warn, use tokenizers from now on

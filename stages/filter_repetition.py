@@ -188,7 +188,7 @@ def _dup_share_columns(
 def line_share_columns(bc: BatchChars, min_line_chars: int) -> np.ndarray:
     """float64 [texts, 4]: the LINE_KEYS scores of every text of ``bc`` (``_line_shares`` with the
     line kinds of ``stages._layout``), vectorised: lines and paragraphs are ranges of code points
-    (stripped with ``str.strip``'s whitespace), identified exactly with ``_exact_ids``."""
+    (stripped with ``str.strip``'s whitespace), grouped with ``_distinct_pieces`` (equal means equal)."""
     cps, n = bc.cps, len(bc.texts)
     out = np.zeros((n, 4))
     if not n:

@@ -502,14 +502,10 @@ class CharMap:
             return None
         return CharMap(config, recorded) if len(chain) == 1 else None
 
-    def convert_all(self, segments: list[str], convert) -> list[str]:  # type: ignore[no-untyped-def]
-        """``[convert(s) for s in segments]``: the table for the segments it converts exactly,
-        ``_convert_all`` (OpenCC) for the others."""
-        return self.convert_marked(segments, convert)[0]
-
     def convert_marked(self, segments: list[str], convert) -> tuple[list[str], list[bool]]:  # type: ignore[no-untyped-def]
-        """``convert_all``, and per segment whether the table converted it (then its Latin
-        letters are as they were)."""
+        """``[convert(s) for s in segments]`` (the table for the segments it converts exactly,
+        ``_convert_all``, OpenCC, for the others), and per segment whether the table converted it
+        (then its Latin letters are as they were)."""
         joined = "\x00".join(segments)
         cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         cuts = np.flatnonzero(cps == 0)
@@ -559,9 +555,9 @@ def _convert_all(segments: list[str], convert) -> list[str]:  # type: ignore[no-
     segment ("⿰漢") would take the newline and the next segment as its operands."""
     if len(segments) < 2:
         return [convert(s) for s in segments]
-    alone = [i for i, s in enumerate(segments) if IDS_RE.search(s)]
+    alone = {i for i, s in enumerate(segments) if IDS_RE.search(s)}
     if alone:
-        rest = [i for i in range(len(segments)) if i not in set(alone)]
+        rest = [i for i in range(len(segments)) if i not in alone]
         out = [""] * len(segments)
         for i in alone:
             out[i] = convert(segments[i])

@@ -94,10 +94,12 @@ def _model(path: Path) -> Any:
 
 
 def _write_if_changed(target: Path, data: bytes) -> None:
+    """``data`` at ``target``, written (atomically) only when it holds something else."""
+    from dataprep.io import atomic_write
+
     if not target.exists() or target.read_bytes() != data:
-        tmp = target.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(target)
+        with atomic_write(target) as f:
+            f.write(data)
 
 
 def score_bins(scores: np.ndarray) -> np.ndarray:

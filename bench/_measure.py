@@ -188,10 +188,13 @@ def open_text(path: str | Path) -> Any:
     return open(path, encoding="utf-8")
 
 
-def write_result(stem: str, title: str, command: str, text: str, results: Path | None = None) -> Path:
+def write_result(
+    stem: str, title: str, command: str, text: str, results: Path | None = None, into: Path | None = None
+) -> Path:
     """Write a benchmark's table to bench/results/<stem>-<date>.md with the machine description
     (architecture, CPUs, Python, load average at the end) and the command that produced it; a
-    recorded run is never overwritten: when that file exists, <stem>-<date>-2.md, -3, ..."""
+    recorded run is never overwritten: when that file exists, <stem>-<date>-2.md, -3, ...
+    ``into``: the path an earlier call of the same run returned, rewritten with the fuller tables."""
     import datetime as dt
     import platform
 
@@ -202,9 +205,9 @@ def write_result(stem: str, title: str, command: str, text: str, results: Path |
     results = results or Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
     stamp = dt.date.today().isoformat()
-    path = results / f"{stem}-{stamp}.md"
+    path = into or results / f"{stem}-{stamp}.md"
     n = 2
-    while path.exists():
+    while path.exists() and into is None:
         path = results / f"{stem}-{stamp}-{n}.md"
         n += 1
     path.write_text(

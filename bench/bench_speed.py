@@ -1,7 +1,8 @@
 """Speed of `prepare` in one run: against HF encode_batch and datatrove, per CPU-second, per stage.
 
 Usage: python bench/bench_speed.py [ZH_POETRY.jsonl.gz ZH_MIXED.jsonl.gz ...] [--mb 40]
-                                  [--tokenizers deepseek trained] [--skip-peer] [--skip-scaling]
+                                  [--kb-mb 100] [--long-mb 40] [--tokenizers deepseek trained]
+                                  [--skip-peer] [--skip-scaling]
 
 Without corpora it uses zh_poetry.jsonl.gz and zh_mixed.jsonl.gz of $CORPORA. On the first --mb MB
 of text of each corpus (40 MB of zh_poetry; zh_mixed holds less, so all of it), each written as 8
@@ -16,12 +17,19 @@ recipe's own byte-level BPE trained on the corpus), it runs back to back:
                           1000, the run's tokenizer (what users run today without a pipeline)
   datatrove               bench/peer_datatrove.py, 2 workers, in bench/.peer-venv (made on first
                           use from the registry), the same tokenizer.json
-and prints: prepare / HF encode_batch (target >= 1.5), ours / datatrove (target >= 5), MB per
-CPU-second end to end (target >= 3 on zh_poetry), peak RSS of the process tree, 2 workers /
-1 worker, and a per-stage table (MB of corpus text per CPU-second of each stage, summed over the
-tasks of the 2-worker run; driver steps by their CPU seconds). MB = 10**6 UTF-8 bytes of document
-text. CPU seconds are user + system of the command and its workers (steadier than wall seconds on
-a shared machine). The tables are also written to bench/results/speed-<date>.md.
+With --kb-mb (and --long-mb) it first builds, with bench/make_kb_corpus.py, a corpus of that many
+MB of ~1 KB documents (3-40 sentences of the given corpora recombined, seeded; "zh_kb") and one of
+~10 KB documents (200-400 sentences; "zh_long"), and measures them like the others.
+It prints: prepare / HF encode_batch (target >= 1.5 on zh_kb, >= 1.0 on zh_poetry), ours /
+datatrove (target >= 4 on zh_kb), MB per CPU-second end to end, peak RSS of the process tree,
+2 workers / 1 worker, a per-stage table (MB of corpus text per CPU-second of each stage, summed
+over the tasks of the 2-worker run; driver steps by their CPU seconds), the fit of CPU seconds =
+fixed + per document x documents + per byte x bytes over every 2-worker run of a tokenizer (whole
+and half texts of every corpus: at least three document lengths; targets <= 25 µs per document,
+<= 0.25 µs per byte), and the driver's serial wall time (the phases that are not passes: plan,
+setup, decides, report, finalize; target <= 2 s + 1% of the run). MB = 10**6 UTF-8 bytes of
+document text. CPU seconds are user + system of the command and its workers (steadier than wall
+seconds on a shared machine). The tables are also written to bench/results/speed-<date>.md.
 """
 
 from __future__ import annotations
@@ -36,15 +44,20 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import yaml
 from _measure import Measured, open_text, run_measured, write_result
 from bench_end_to_end import bare_tokenizer
+from make_kb_corpus import sentence_pool, write_recombined
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PEER_VENV = BENCH / ".peer-venv"
 PEER_PACKAGES = ["datatrove[processing]", "orjson", "spacy", "jieba"]
-TARGETS = {"prepare / HF": 1.5, "ours / datatrove": 5.0, "MB per CPU-s": 3.0, "2 workers / 1 worker": 1.8}
+TARGETS = {"prepare / HF": 1.5, "ours / datatrove": 4.0, "MB per CPU-s": 3.0, "2 workers / 1 worker": 1.8}
+FIT_TARGETS_US = {"per document": 25.0, "per byte": 0.25}  # CPU microseconds
+SERIAL_TARGET = (2.0, 0.01)  # driver serial wall <= 2 s + 1% of the run
+GENERATED = {"zh_kb": (3, 40), "zh_long": (200, 400)}  # sentences per document
 
 
 def write_slice(corpus: Path, dst: Path, text_bytes: int, files: int = 8) -> tuple[int, int, list[str]]:
@@ -138,6 +151,7 @@ class Case:
     docs: int
     mb: float
     half_mb: float
+    half_docs: int = 0
     runs: dict[str, Measured] = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
@@ -157,9 +171,12 @@ class Case:
 
 
 def run_case(
-    corpus: str, tokenizer: str, tmp: Path, docs: int, mb: float, half_mb: float, texts: list[str], args
+    corpus: str, tokenizer: str, tmp: Path, sizes: tuple[int, float, int, float], texts: list[str], args
 ) -> Case:
-    case = Case(corpus, tokenizer, docs, mb, half_mb)
+    """Measure one corpus (sizes: documents, MB, documents and MB of its first half) with one
+    tokenizer."""
+    docs, mb, half_docs, half_mb = sizes
+    case = Case(corpus, tokenizer, docs, mb, half_mb, half_docs)
     recipe = recipe_for(tokenizer, tmp)
     out2 = tmp / f"out-{tokenizer}-2w"
     case.runs["2w"] = prepare(tmp / "in", out2, recipe, 2)
@@ -249,8 +266,69 @@ def stage_table(cases: list[Case]) -> list[str]:
     return rows
 
 
-def report(cases: list[Case], corpora: list[Path], args: argparse.Namespace) -> None:
-    """Print the tables of the cases measured so far and write them to bench/results."""
+def cost_fit(cases: list[Case], tokenizer: str) -> tuple[np.ndarray, float, int] | None:
+    """Least-squares CPU seconds = fixed + per_doc * documents + per_byte * bytes over the 2-worker
+    runs (whole and half texts) with ``tokenizer``: ([fixed s, per doc s, per byte s], the largest
+    relative residual, points); None with fewer than three points of different document lengths."""
+    points = []
+    for c in cases:
+        if c.tokenizer != tokenizer:
+            continue
+        points.append((c.docs, c.mb * 1e6, c.runs["2w"].cpu_seconds))
+        if "half 2w" in c.runs:
+            points.append((c.half_docs, c.half_mb * 1e6, c.runs["half 2w"].cpu_seconds))
+    if len({round(b / d, -1) for d, b, _ in points}) < 3:
+        return None
+    a = np.array([[1.0, d, b] for d, b, _ in points])
+    y = np.array([cpu for _, _, cpu in points])
+    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    residual = float(np.max(np.abs(a @ coef - y) / y))
+    return coef, residual, len(points)
+
+
+def fit_table(cases: list[Case]) -> list[str]:
+    """The per-document / per-byte CPU fit of every tokenizer, against the targets."""
+    rows = [
+        "| tokenizer | points | fixed CPU s | per document µs (target <= 25) | "
+        "per byte µs (target <= 0.25) | largest residual |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for tokenizer in dict.fromkeys(c.tokenizer for c in cases):
+        fit = cost_fit(cases, tokenizer)
+        if fit is None:
+            rows.append(f"| {tokenizer} | - | - | - | - | (fewer than three document lengths) |")
+            continue
+        (fixed, per_doc, per_byte), residual, n = fit
+        rows.append(
+            f"| {tokenizer} | {n} | {fixed:.2f} | {per_doc * 1e6:.1f} | {per_byte * 1e6:.3f} | "
+            f"{residual:.1%} |"
+        )
+    return rows
+
+
+def serial_table(cases: list[Case]) -> list[str]:
+    """Wall seconds of the driver's phases that are not passes, against 2 s + 1% of the run."""
+    rows = [
+        "| corpus | tokenizer | run wall s | driver phases wall s | of which tokenizer training/check "
+        "(decide.tokenize) | target s | largest phases |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for c in cases:
+        wall = c.timings["seconds"]
+        phases = {k: v for k, v in wall.items() if k != "total" and not k.startswith("pass")}
+        serial = sum(phases.values())
+        target = SERIAL_TARGET[0] + SERIAL_TARGET[1] * wall["total"]
+        top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])[:4])
+        rows.append(
+            f"| {c.corpus} | {c.tokenizer} | {wall['total']:.1f} | {serial:.2f} | "
+            f"{phases.get('decide.tokenize', 0.0):.2f} | {target:.2f} | {top} |"
+        )
+    return rows
+
+
+def report(cases: list[Case], corpora: list[Path], args: argparse.Namespace, into: Path | None) -> Path:
+    """Print the tables of the cases measured so far and write them to bench/results (to ``into``,
+    this run's file, after the first case); the file written."""
     text = "\n".join(
         [
             "End to end, 2 workers unless stated (one run of each, back to back):",
@@ -262,15 +340,27 @@ def report(cases: list[Case], corpora: list[Path], args: argparse.Namespace) -> 
             "with their workers' CPU:",
             "",
             *stage_table(cases),
+            "",
+            "CPU seconds of the 2-worker runs (whole and half texts of every corpus) fitted as "
+            "fixed + per document x documents + per byte x bytes, per tokenizer:",
+            "",
+            *fit_table(cases),
+            "",
+            "The driver's serial wall time, 2-worker run (phases that are not passes):",
+            "",
+            *serial_table(cases),
         ]
     )
     print("\n" + text, flush=True)
     flags = " ".join(
-        [*(c.name for c in corpora), f"--mb {args.mb:g}", "--tokenizers", *args.tokenizers]
+        [*(c.name for c in corpora), f"--mb {args.mb:g}", f"--kb-mb {args.kb_mb:g}"]
+        + [f"--long-mb {args.long_mb:g}", "--tokenizers", *args.tokenizers]
         + (["--skip-peer"] if args.skip_peer else [])
         + (["--skip-scaling"] if args.skip_scaling else [])
     )
-    print(write_result("speed", "Speed of prepare", f"python bench/bench_speed.py {flags}", text))
+    path = write_result("speed", "Speed of prepare", f"python bench/bench_speed.py {flags}", text, into=into)
+    print(path)
+    return path
 
 
 def main() -> int:
@@ -280,6 +370,8 @@ def main() -> int:
     ap.add_argument(
         "--tokenizers", nargs="+", default=["deepseek", "trained"], choices=["deepseek", "trained"]
     )
+    ap.add_argument("--kb-mb", type=float, default=100, help="MB of ~1 KB documents to build (0: none)")
+    ap.add_argument("--long-mb", type=float, default=40, help="MB of ~10 KB documents to build (0: none)")
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-scaling", action="store_true", help="no 1-worker and half-text runs")
     args = ap.parse_args()
@@ -289,18 +381,31 @@ def main() -> int:
     if not corpora:
         raise SystemExit("give the corpora (or CORPORA=DIR holding zh_poetry.jsonl.gz and zh_mixed.jsonl.gz)")
     cases: list[Case] = []
-    for corpus in corpora:
-        name = corpus.name.split(".")[0]
-        limit = int(args.mb * 1e6)
-        with tempfile.TemporaryDirectory() as d:
-            tmp = Path(d)
-            docs, nbytes, texts = write_slice(corpus, tmp / "in", limit)
-            _, half_bytes, _ = write_slice(corpus, tmp / "half", nbytes // 2)
-            print(f"{name}: {docs:,} documents, {nbytes / 1e6:.1f} MB of text", flush=True)
-            for tok in args.tokenizers:
-                print(f"  tokenizer {tok}", flush=True)
-                cases.append(run_case(name, tok, tmp, docs, nbytes / 1e6, half_bytes / 1e6, texts, args))
-                report(cases, corpora, args)  # after every case: a run cut short keeps its tables
+    written: Path | None = None
+    with tempfile.TemporaryDirectory() as generated_dir:
+        jobs = [(corpus.name.split(".")[0], corpus, int(args.mb * 1e6)) for corpus in corpora]
+        sizes = {"zh_kb": args.kb_mb, "zh_long": args.long_mb}
+        pool = sentence_pool(corpora) if any(sizes.values()) else []
+        for name, sentences in GENERATED.items():
+            if sizes[name]:
+                path = Path(generated_dir) / f"{name}.jsonl"
+                docs, nbytes = write_recombined(pool, path, int(sizes[name] * 1e6), sentences)
+                lo, hi = sentences
+                print(f"built {name}: {docs:,} documents of {lo}-{hi} sentences", flush=True)
+                jobs.append((name, path, nbytes))
+        del pool
+        for name, corpus, limit in jobs:
+            with tempfile.TemporaryDirectory() as d:
+                tmp = Path(d)
+                docs, nbytes, texts = write_slice(corpus, tmp / "in", limit)
+                half_docs, half_bytes, _ = write_slice(corpus, tmp / "half", nbytes // 2)
+                print(f"{name}: {docs:,} documents, {nbytes / 1e6:.1f} MB of text", flush=True)
+                for tok in args.tokenizers:
+                    print(f"  tokenizer {tok}", flush=True)
+                    size = (docs, nbytes / 1e6, half_docs, half_bytes / 1e6)
+                    cases.append(run_case(name, tok, tmp, size, texts, args))
+                    # after every case: a run cut short keeps its tables
+                    written = report(cases, corpora, args, written)
     return 0
 
 

@@ -114,3 +114,84 @@ def test_a_recorded_result_is_never_overwritten(tmp_path: Path) -> None:
     assert second.name == first.stem + "-2.md" and third.name == first.stem + "-3.md"
     assert "table one" in first.read_text(encoding="utf-8")
     assert "table two" in second.read_text(encoding="utf-8")
+
+
+def test_a_run_rewrites_its_own_result_file_only(tmp_path: Path) -> None:
+    from _measure import write_result
+
+    other = write_result("speed", "Speed", "cmd", "someone else's", results=tmp_path)
+    mine = write_result("speed", "Speed", "cmd", "one case", results=tmp_path)
+    again = write_result("speed", "Speed", "cmd", "two cases", results=tmp_path, into=mine)
+    assert again == mine != other
+    assert "two cases" in mine.read_text(encoding="utf-8")
+    assert "someone else's" in other.read_text(encoding="utf-8")
+
+
+def _fit_case(corpus: str, docs: int, mb: float, fixed: float, per_doc: float, per_byte: float):
+    import bench_speed as speed
+
+    def cpu(d: int, m: float) -> float:
+        return fixed + per_doc * d + per_byte * m * 1e6
+
+    case = speed.Case(corpus, "deepseek", docs, mb, mb / 2, docs // 2)
+    case.runs = {
+        "2w": Measured(1.0, 0.0, 0, "", cpu(docs, mb)),
+        "half 2w": Measured(1.0, 0.0, 0, "", cpu(docs // 2, mb / 2)),
+    }
+    return case
+
+
+def test_cost_fit_recovers_per_document_and_per_byte_cpu() -> None:
+    import bench_speed as speed
+
+    # 5 s fixed, 30 µs per document, 0.2 µs per byte; documents of 77 B, 1 KB and 10 KB
+    cases = [
+        _fit_case("zh_poetry", 520_000, 40.0, 5.0, 30e-6, 0.2e-6),
+        _fit_case("zh_kb", 100_000, 100.0, 5.0, 30e-6, 0.2e-6),
+        _fit_case("zh_long", 4_000, 40.0, 5.0, 30e-6, 0.2e-6),
+    ]
+    (fixed, per_doc, per_byte), residual, points = speed.cost_fit(cases, "deepseek")
+    assert points == 6 and residual < 1e-9
+    assert abs(fixed - 5.0) < 1e-6 and abs(per_doc - 30e-6) < 1e-12 and abs(per_byte - 0.2e-6) < 1e-14
+    row = _row("\n".join(speed.fit_table(cases)), "deepseek")
+    assert row[1:5] == ["6", "5.00", "30.0", "0.200"]
+    # two document lengths cannot separate the three terms
+    assert speed.cost_fit(cases[:2], "deepseek") is None
+    assert "fewer than three" in "\n".join(speed.fit_table(cases[:2]))
+
+
+def test_serial_table_sums_the_phases_that_are_not_passes() -> None:
+    import bench_speed as speed
+
+    case = speed.Case("zh_kb", "trained", 1, 1.0, 0.5)
+    case.timings = {
+        "seconds": {
+            "plan": 0.5,
+            "setup": 0.25,
+            "pass0": 30.0,
+            "decide.tokenize": 4.0,
+            "pass1": 9.0,
+            "total": 100.0,
+        }
+    }
+    row = _row("\n".join(speed.serial_table([case])), "zh_kb")
+    assert row[2:6] == ["100.0", "4.75", "4.00", "3.00"]
+    assert row[6].startswith("decide.tokenize 4.00, plan 0.50")
+
+
+def test_the_recombined_corpus_is_seeded_and_sized(tmp_path: Path) -> None:
+    import json
+
+    from make_kb_corpus import SENTENCE_END, write_recombined
+
+    pool = [
+        s for s in SENTENCE_END.split("床前明月光，疑是地上霜。举头望明月！低头思故乡？\n春眠不觉晓；") if s
+    ]
+    assert pool == ["床前明月光，疑是地上霜。", "举头望明月！", "低头思故乡？", "\n", "春眠不觉晓；"]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    docs, size = write_recombined(pool, a, 20_000, (3, 40), seed=7)
+    assert write_recombined(pool, b, 20_000, (3, 40), seed=7) == (docs, size)
+    assert a.read_bytes() == b.read_bytes()
+    texts = [json.loads(line)["text"] for line in a.read_text(encoding="utf-8").splitlines()]
+    assert len(texts) == docs and sum(len(t.encode()) for t in texts) == size >= 20_000
+    assert size - len(texts[-1].encode()) < 20_000  # stops at the first document past the size

@@ -11,7 +11,7 @@ another length); a text holding none of them, for none of the dictionaries of a 
 of OpenCC unchanged (the first conversion of a chain leaves it as it is, so do the next ones).
 The dictionaries (.ocd2, a binary trie) are dumped with the ``opencc_dict`` tool that the opencc
 wheel ships. The normalize stage uses the characters only when the installed config and
-dictionaries have the recorded fingerprint (stages.normalize.opencc_fingerprint).
+dictionaries have the recorded fingerprint (stages._opencc.fingerprint).
 
 It also records, per config, every key of more than one character of any of its dictionaries
 (``phrases``) and the keys of its normalization dictionaries (``normalization``): a text holding
@@ -30,7 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stages.normalize import OPENCC_CONFIGS, TRIGGERS_FILE, opencc_dictionaries, opencc_fingerprint  # noqa: E402
+from stages._opencc import dictionaries as opencc_dictionaries  # noqa: E402
+from stages._opencc import fingerprint as opencc_fingerprint  # noqa: E402
+from stages.normalize import OPENCC_CONFIGS, TRIGGERS_FILE  # noqa: E402
 
 
 def dump(tool: Path, ocd2: Path, out: Path) -> list[tuple[str, str]]:

@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stages import _quality_linear  # noqa: E402
-from stages._quality_model import TrainOptions, figures, score_texts, train_model, write_card  # noqa: E402
+from stages._quality_model import score_texts  # noqa: E402
+from stages._quality_training import TrainOptions, figures, train_model, write_card  # noqa: E402
 
 POSITIVE = {"fiction", "poetry", "traditional", "reviews", "ham_mail"}
 NEGATIVE = {"spam", "keyword_dump", "mojibake", "boilerplate_page", "navigation_synthetic"}

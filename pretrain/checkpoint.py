@@ -123,18 +123,6 @@ def list_checkpoints(root: Path, validate: bool = True) -> list[Path]:
     return good
 
 
-def find_resume(root: Path, log: Any = print) -> Path | None:
-    """Newest valid checkpoint under ``root``; invalid newer ones are reported and skipped."""
-    candidates = list_checkpoints(root, validate=False)
-    for p in reversed(candidates):
-        try:
-            read_state(p)
-            return p
-        except CheckpointError as e:
-            log(f"skipping checkpoint: {e}")
-    return None
-
-
 def load_into(path: Path, cells: list[Any]) -> dict[str, Any]:
     """Load ``path``'s train.ckpt into the given cells (net, optimizer); every parameter of every
     cell must be present. Returns the verified state.json."""

@@ -18,7 +18,7 @@ A fastText supervised model with softmax loss over two labels and no subword n-g
 So the whole model is ``s`` (nwords + bucket floats) and the vocabulary. :class:`LinearModel`
 holds them, saved as ``.npz`` (:func:`save`, :func:`load`); :func:`from_fasttext` makes one from
 an unquantized fastText model (``None`` with the reason when the model is not of that kind).
-:func:`score_texts` scores texts straight from :func:`stages._quality_model.tokens` with no
+:func:`score_texts` scores texts straight from :func:`stages._quality_features.tokens` with no
 per-token Python: the hash of a one-character token from a table per code point, of a longer one
 over its UTF-8 bytes, one character position at a time for all tokens at once (tokens longer than
 ``LONG_TOKEN`` characters, rare, one at a time); the vocabulary id of a one-character token from
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from stages._quality_model import DEFAULT_MAX_CHARS, NEGATIVE, POSITIVE, Tokens, tokens
+from stages._quality_features import DEFAULT_MAX_CHARS, NEGATIVE, POSITIVE, Tokens, tokens
 
 FORMAT = "dataprep-quality-linear"
 VERSION = 1

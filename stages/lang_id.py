@@ -66,6 +66,7 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, RecipeError, StageContext, StageResult, param, register
+from stages._opencc import fingerprint as opencc_fingerprint
 
 # the 176 labels of fastText lid.176 (``model.predict(text, k=-1)`` on a few scripts; a test checks
 # them against the model)
@@ -143,28 +144,6 @@ _BLOCKS = (  # (first, last, class) for the letters (str.isalpha) of each block
 HAN_FORMS_FILE = Path(__file__).resolve().parent / "data" / "han_forms.json"
 
 
-def _opencc_fingerprint(config: str) -> str | None:
-    """A hash of the installed OpenCC ``config`` file and of every dictionary it reads, found
-    next to the t2s config (without building a converter for ``config``), or None."""
-    import hashlib
-
-    import opencc
-
-    path = Path(str(getattr(opencc.OpenCC("t2s"), "config", ""))).with_name(f"{config}.json")
-    if not path.is_file():
-        return None
-    text = path.read_text(encoding="utf-8")
-    files = sorted(set(re.findall(r'"file"\s*:\s*"([^"]+)"', text)), key=text.index)
-    h = hashlib.blake2b(text.encode(), digest_size=16)
-    for name in files:
-        f = path.with_name(name)
-        if not f.is_file():
-            return None
-        h.update(name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 def han_forms_computed() -> tuple[str, str]:
     """(Han characters OpenCC t2s changes and s2t does not, Han characters s2t changes and t2s does
     not): Traditional-only and Simplified-only forms, each character converted alone (~0.5 s)."""
@@ -191,7 +170,7 @@ def han_forms() -> tuple[str, str]:
         saved = json.loads(HAN_FORMS_FILE.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         saved = {}
-    fingerprints = {c: _opencc_fingerprint(c) for c in ("t2s", "s2t")}
+    fingerprints = {c: opencc_fingerprint(c) for c in ("t2s", "s2t")}
     if saved and all(fingerprints.values()) and saved.get("fingerprints") == fingerprints:
         return str(saved["trad"]), str(saved["simp"])
     return han_forms_computed()

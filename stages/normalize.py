@@ -54,7 +54,6 @@ than its NFC form except by OpenCC mappings.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
 import unicodedata
@@ -67,6 +66,7 @@ import numpy as np
 
 from dataprep.document import Document, Drop
 from dataprep.stage import MapStage, StageContext, StageResult, param, register
+from stages import _opencc
 from stages._charclass import batch_chars, flags_per_text, mostly_wide
 from stages._chars import CJK, HAN, HAN_BEYOND_BMP, HAN_RE
 
@@ -385,51 +385,6 @@ TRIGGERS_FILE = Path(__file__).resolve().parent / "data" / "opencc_triggers.json
 
 
 @lru_cache(maxsize=8)
-def _converter(config: str) -> object:
-    import opencc
-
-    return opencc.OpenCC(config)
-
-
-def opencc_dictionaries(config: str, section: str = "") -> list[Path]:
-    """The dictionary files the installed OpenCC ``config`` reads, in the order of its JSON file
-    (empty when the config file cannot be found); ``section``: only those under that top-level
-    key of the JSON file (e.g. "normalization")."""
-    path = Path(str(getattr(_converter(config), "config", "")))
-    if not path.is_file():
-        return []
-    files: list[Path] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("file"), str):
-                files.append(path.parent / node["file"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    data = json.loads(path.read_text(encoding="utf-8"))
-    walk(data.get(section, []) if section else data)
-    return files
-
-
-@lru_cache(maxsize=8)
-def opencc_fingerprint(config: str) -> str | None:
-    """A hash of the installed config file and of every dictionary it reads (None if not found)."""
-    path = Path(str(getattr(_converter(config), "config", "")))
-    files = opencc_dictionaries(config)
-    if not files or not all(f.is_file() for f in files):
-        return None
-    h = hashlib.blake2b(path.read_bytes(), digest_size=16)
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-@lru_cache(maxsize=8)
 def opencc_triggers(config: str) -> str | None:
     """Characters without which OpenCC ``config`` leaves a text unchanged (see
     bench/make_opencc_triggers.py), or None when the installed dictionaries are not the ones they
@@ -446,7 +401,7 @@ def _recorded(config: str) -> dict[str, object] | None:
         recorded = json.loads(TRIGGERS_FILE.read_text(encoding="utf-8")).get(config)
     except (OSError, ValueError):
         return None
-    if not recorded or recorded.get("fingerprint") != opencc_fingerprint(config):
+    if not recorded or recorded.get("fingerprint") != _opencc.fingerprint(config):
         return None
     return dict(recorded)
 
@@ -471,7 +426,7 @@ class CharMap:
     when the installed dictionaries are not the recorded ones."""
 
     def __init__(self, config: str, recorded: dict[str, object]):
-        convert = _converter(config).convert  # type: ignore[attr-defined]
+        convert = _opencc.converter(config).convert  # type: ignore[attr-defined]
         self.table = np.arange(0x110000, dtype=np.uint32)
         self.unsafe = np.zeros(0x110000, dtype=bool)
         for c in str(recorded["chars"]):
@@ -495,9 +450,9 @@ class CharMap:
         recorded = _recorded(config)
         if recorded is None or "phrases" not in recorded:
             return None
-        path = Path(str(getattr(_converter(config), "config", "")))
+        path = _opencc.config_path(config)
         try:
-            chain = json.loads(path.read_text(encoding="utf-8")).get("conversion_chain", [])
+            chain = json.loads(path.read_text(encoding="utf-8")).get("conversion_chain", []) if path else []
         except (OSError, ValueError):
             return None
         return CharMap(config, recorded) if len(chain) == 1 else None
@@ -580,7 +535,7 @@ def to_simplified_batch(texts: list[str], config: str, has_han: list[bool] | Non
     (optional, per text): whether the text holds a Han character, when already known."""
     if config == "off":
         return list(texts)
-    convert = _converter(config).convert  # type: ignore[attr-defined]
+    convert = _opencc.converter(config).convert  # type: ignore[attr-defined]
     pieces: list[list[str] | None] = []  # per text: its segments (None: one segment, or no Han)
     where: list[list[int]] = []  # per text of several segments, the ones to convert
     todo: list[str] = []

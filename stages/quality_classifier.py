@@ -1,7 +1,7 @@
 """Learned quality score: a fastText classifier (``dataprep train-quality``) scores every document.
 
 score:   the model's probability of "quality" for the document's first ``max_chars`` characters
-         (features: ``stages/_quality_model``); written to
+         (features: ``stages/_quality_features``); written to
          ``doc.meta["quality"]`` (and ``doc.meta["scores"]["quality_classifier"]`` with
          ``keep_scores``), histogrammed as ``quality`` in stats.json and the report.
 decide:  ``threshold``: documents scoring below it are dropped as ``low_quality`` (a map stage: no
@@ -134,9 +134,9 @@ class QualityClassifier(GlobalStage):
         **kwargs: Any,
     ) -> int:
         """``dataprep train-quality``: train a model on the positive / negative files, print its
-        held-out figures and write it with its card (``stages/_quality_model``); the exit code.
+        held-out figures and write it with its card (``stages/_quality_training``); the exit code.
         ``options``: the fields of TrainOptions; ``kwargs``: the rest of train_quality_command's."""
-        from stages._quality_model import TrainOptions, train_quality_command
+        from stages._quality_training import TrainOptions, train_quality_command
 
         return train_quality_command(positive, negative, out, options=TrainOptions(**options), **kwargs)
 

@@ -18,8 +18,9 @@ from dataprep.document import Document, Drop
 from dataprep.stage import StageContext, build_params
 from dataprep.stats import StageStats
 from stages._minhash import CJK, IGNORED, MARK, WORD, char_tables
+from stages._quality_features import feature_lines
 from stages._quality_linear import LinearModel
-from stages._quality_model import feature_lines, load_model, score_texts
+from stages._quality_model import load_model, score_texts
 from stages.quality_classifier import DEMO_MODEL, QualityClassifier, QualityParams
 
 try:

@@ -18,18 +18,9 @@ from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, StageContext, build_params
 from dataprep.stats import StageStats
 from stages import _quality_linear as ql
-from stages._quality_model import (
-    NEGATIVE,
-    POSITIVE,
-    TrainOptions,
-    feature_lines,
-    figures,
-    load_model,
-    predict_scores,
-    score_texts,
-    tokens,
-    train_model,
-)
+from stages._quality_features import NEGATIVE, POSITIVE, feature_lines, tokens
+from stages._quality_model import load_model, predict_scores, score_texts
+from stages._quality_training import TrainOptions, figures, train_model
 from stages.quality_classifier import DEMO_MODEL, QualityClassifier, QualityParams
 
 fasttext = pytest.importorskip("fasttext")

@@ -258,7 +258,39 @@ def make_plan(
             tasks = [split for splits in (parallel_map or _map)(_split_file, jobs) for split in splits]
         if scratch is not None:
             tasks = _chunk_compressed(tasks, recipe, finer, scratch, report, parallel_map or _map)
+    if params.group_files:
+        total = sum(t.nbytes for t in tasks)
+        target = min(params.split_bytes, max(total // max(params.min_tasks, 1), MIN_SPLIT_BYTES))
+        tasks = group_splits(tasks, target, by_source=bool(recipe.sources))
     return Plan(files, tasks, notes, sha256)
+
+
+def group_splits(tasks: list[InputSplit], target: int, by_source: bool = False) -> list[InputSplit]:
+    """Consecutive splits (in canonical order) merged into tasks of at most ``target`` on-disk
+    bytes (a split as large alone stays alone); with ``by_source`` a task never spans two sources
+    (the first component of ``rel``). One pass, linear in the splits. The documents read, in
+    order, are the same as those of the splits one by one."""
+    out: list[InputSplit] = []
+    group: list[InputSplit] = []
+    size = 0
+
+    def flush() -> None:
+        if len(group) == 1:
+            out.append(group[0])
+        elif group:
+            head = group[0]
+            more = [[s.path, s.rel, s.reader, s.start, s.end, s.first_line, s.nbytes] for s in group[1:]]
+            out.append(dataclasses.replace(head, nbytes=size, more=more))
+
+    for t in tasks:
+        same = not by_source or not group or group[0].rel.split("/", 1)[0] == t.rel.split("/", 1)[0]
+        if group and (size + t.nbytes > target or not same):
+            flush()
+            group, size = [], 0
+        group.append(t)
+        size += t.nbytes
+    flush()
+    return out
 
 
 def _map(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:

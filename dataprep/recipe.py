@@ -56,6 +56,12 @@ class InputParams:
         "files are decompressed into line-aligned chunks under OUT/work so every worker gets work (0: never)",
     )
 
+    group_files: bool = param(
+        True,
+        help="consecutive small files (of one source) are read as one task of about the split size "
+        "(split_bytes, or the finer cut for min_tasks); ids and outputs do not depend on it",
+    )
+
     def validate(self) -> None:
         if self.max_line_bytes < 16:
             raise ValueError("max_line_bytes must be at least 16")

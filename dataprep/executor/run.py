@@ -35,7 +35,7 @@ from dataprep.io import write_text_atomic
 from dataprep.plan import InputFile, Plan, expand_inputs, make_plan, source_files
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe
-from dataprep.stage import DriverContext, GlobalStage, NothingLeft, Reader, ReadReport
+from dataprep.stage import DriverContext, GlobalStage, NothingLeft, Reader, ReadReport, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
@@ -321,11 +321,15 @@ def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
     texts: list[str] = []
     for j in range(k):
         split = tasks[j * len(tasks) // k]
-        if split.reader not in readers:
-            cls = stage_registry.get(split.reader)
-            readers[split.reader] = cls(ctx.recipe.reader_params(cls))
+
+        def reader(name: str) -> Reader:
+            if name not in readers:
+                cls = stage_registry.get(name)
+                readers[name] = cls(ctx.recipe.reader_params(cls))
+            return readers[name]
+
         report = ReadReport(StageStats(), "skip")
-        docs = readers[split.reader].read(split, report)
+        docs = read_task(split, reader, report)
         try:
             texts += texts_within_bytes((doc.text for doc in docs), share)
         finally:

@@ -39,8 +39,8 @@ def texts(n: int) -> list[str]:
     lines = [
         x.strip()
         for p in sorted((REPO / "sample_corpus").rglob("*.txt"))
-        for x in p.read_text(encoding="utf-8").splitlines()
-        if len(x.strip()) > 10
+        for x in p.read_text(encoding="utf-8", errors="replace").splitlines()
+        if len(x.strip()) > 10 and "\ufffd" not in x
     ]
     out, k = [], 0
     for i in range(n):

@@ -12,6 +12,7 @@ import argparse
 import errno
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -60,7 +61,8 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 "corpus text there while it runs; docs/scaling-out-on-ray.md, 'Memory per phase'), then",
                 file=sys.stderr,
             )
-        print("rerun the same command to resume: finished tasks are kept", file=sys.stderr)
+        if (Path(args.out) / "work" / "run.json").is_file():  # a run started there: it can resume
+            print("rerun the same command to resume: finished tasks are kept", file=sys.stderr)
         return EXIT_FAILED
     return 0
 

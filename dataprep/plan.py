@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import glob
 import hashlib
 import json
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,47 +44,136 @@ def _has_magic(s: str) -> bool:
     return any(c in s for c in "*?[")
 
 
-def expand_inputs(args: list[str], exclude: Path | None = None) -> list[InputFile]:
+def _classify(path: Path) -> tuple[os.stat_result | None, tuple[str, str] | None]:
+    """(the stat of what ``path`` names, following links; or None and the note (kind, message)
+    of why it is not a regular file to read: a dangling link, a link loop, a FIFO, socket or
+    device, or a file that cannot be examined)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            return None, ("dangling_link", f"symbolic link to {os.readlink(path)!r}, which does not exist")
+        return None, ("read_error", "vanished while the inputs were listed")
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return None, ("link_loop", "symbolic link loop (the link leads back to itself)")
+        return None, ("read_error", f"cannot examine: {e.strerror or e}")
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return st, None
+    kind = (
+        "a FIFO (named pipe)"
+        if stat.S_ISFIFO(st.st_mode)
+        else "a socket"
+        if stat.S_ISSOCK(st.st_mode)
+        else "a device"
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+        else "not a regular file"
+    )
+    return None, ("special_file", f"{kind}, not a regular file (skipped)")
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result | None, tuple[str, str] | None]]:
+    """Every entry under directory ``root`` that is not a directory, with :func:`_classify`'s
+    answer; hidden entries skipped; directories (symbolic links to them included) entered once
+    each, by (device, inode), so a link to an ancestor ends there instead of looping."""
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            st = d.stat()
+            names = sorted(os.listdir(d))
+        except OSError as e:
+            yield d, None, ("read_error", f"cannot list directory: {e.strerror or e}")
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        subdirs = []
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = d / name
+            info, note = _classify(path)
+            if info is not None and stat.S_ISDIR(info.st_mode):
+                subdirs.append(path)
+            else:
+                yield path, info, note
+        stack += reversed(subdirs)
+
+
+def expand_inputs(
+    args: list[str], exclude: Path | None = None, skipped: list[dict[str, str]] | None = None
+) -> list[InputFile]:
     """Files named by ``args``, de-duplicated and sorted by ``rel``.
 
     rel is relative to the directory given (or the glob's fixed prefix, or the file's parent);
     with several arguments each rel is prefixed by the argument's own name to keep ids unique.
     Files under ``exclude`` (the output directory, when it sits inside an input) are skipped.
+    Directories are walked following symbolic links, each directory once (by inode). Entries that
+    are not regular files (dangling links, link loops, FIFOs, sockets, devices) never crash or
+    block the walk: each is appended to ``skipped`` as a note {file, kind, message} (sorted by
+    file), for :func:`make_plan` to report under the input's error policy.
     """
     found: dict[str, InputFile] = {}
+    notes: dict[str, dict[str, str]] = {}
     excluded = exclude.resolve() if exclude is not None else None
     for arg in args:
+        entries: list[tuple[Path, os.stat_result | None, tuple[str, str] | None]] = []
         if _has_magic(arg):
             prefix = Path(arg.split("*")[0].split("?")[0].split("[")[0])
             root = prefix if arg.endswith(os.sep) or prefix.is_dir() else prefix.parent
-            paths = [Path(p) for p in glob.glob(arg, recursive=True) if Path(p).is_file()]
-            if not paths:
+            for g in sorted(glob.glob(arg, recursive=True)):
+                info, note = _classify(Path(g))
+                if info is not None and stat.S_ISDIR(info.st_mode):
+                    continue
+                entries.append((Path(g), info, note))
+            if not entries:
                 raise InputNotFound(f"input {arg!r} matches no file")
         else:
             p = Path(arg)
-            if p.is_file():
-                root, paths = p.parent, [p]
-            elif p.is_dir():
+            info, note = _classify(p)
+            if info is not None and stat.S_ISDIR(info.st_mode):
                 root = p
-                paths = []
-                for dirpath, dirnames, filenames in os.walk(p):
-                    dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                    paths += [Path(dirpath) / f for f in filenames if not f.startswith(".")]
+                entries = list(_walk(p))
+            elif info is not None or (note is not None and os.path.lexists(p)):
+                root, entries = p.parent, [(p, info, note)]
             else:
                 raise InputNotFound(f"input {arg!r} does not exist")
-        for path in paths:
+        for path, info, note in entries:
             if excluded is not None and path.resolve().is_relative_to(excluded):
                 continue
             rel = path.relative_to(root).as_posix()
             if len(args) > 1:
                 rel = f"{Path(arg.rstrip('/')).name or arg}/{rel}"
-            st = path.stat()
+            if info is None:
+                assert note is not None
+                notes.setdefault(rel, {"file": rel, "kind": note[0], "message": note[1]})
+                continue
             absolute = str(path.resolve())
-            found.setdefault(absolute, InputFile(absolute, rel, st.st_size, st.st_mtime_ns))
+            found.setdefault(absolute, InputFile(absolute, rel, info.st_size, info.st_mtime_ns))
+    if skipped is not None:
+        skipped += [notes[k] for k in sorted(notes)]
     return sorted(found.values(), key=lambda f: (f.rel, f.path))
 
 
-def source_files(recipe: Recipe, exclude: Path | None = None) -> list[InputFile]:
+def input_holding(out: Path, args: list[str]) -> str | None:
+    """The first of ``args`` (files, directories, globs) whose directory holds ``out`` (or is
+    it), else None: an output directory there would be read back as input on a rerun."""
+    target = out.resolve()
+    for arg in args:
+        root = Path(arg.split("*")[0].split("?")[0].split("[")[0]) if _has_magic(arg) else Path(arg)
+        if _has_magic(arg) and not root.is_dir():
+            root = root.parent
+        with contextlib.suppress(OSError):
+            if root.is_dir() and target.is_relative_to(root.resolve()):
+                return arg
+    return None
+
+
+def source_files(
+    recipe: Recipe, exclude: Path | None = None, skipped: list[dict[str, str]] | None = None
+) -> list[InputFile]:
     """The files of a recipe's ``sources:``, source by source in priority order (highest first),
     each source's files sorted as :func:`expand_inputs` sorts them, their ``rel`` prefixed by the
     source name (``name/rel``: every document id and source names its source). A file named by
@@ -90,7 +181,8 @@ def source_files(recipe: Recipe, exclude: Path | None = None) -> list[InputFile]
     out: list[InputFile] = []
     owner: dict[str, str] = {}
     for src in recipe.sources_by_priority():
-        for f in expand_inputs(src.inputs, exclude=exclude):
+        notes: list[dict[str, str]] = []
+        for f in expand_inputs(src.inputs, exclude=exclude, skipped=notes):
             if f.path in owner:
                 raise InputNotFound(
                     f"{f.path} belongs to two sources ({owner[f.path]} and {src.name}); "
@@ -98,6 +190,8 @@ def source_files(recipe: Recipe, exclude: Path | None = None) -> list[InputFile]
                 )
             owner[f.path] = src.name
             out.append(dataclasses.replace(f, rel=f"{src.name}/{f.rel}"))
+        if skipped is not None:
+            skipped += [{**n, "file": f"{src.name}/{n['file']}"} for n in notes]
     return out
 
 
@@ -203,6 +297,7 @@ def make_plan(
     scratch: Path | None = None,
     parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None,
     hash_files: bool = False,
+    skipped: list[dict[str, str]] | None = None,
 ) -> Plan:
     """Sniff each file and cut it into splits. Files without a task are noted (and reported).
 
@@ -212,6 +307,9 @@ def make_plan(
     ``Plan.sha256``. Notes and counts are applied in file order, so the plan and report do not
     depend on the workers. A finer cut and the compressed files to cut into chunks (below) go
     one job per file through ``parallel_map`` as well.
+
+    ``skipped``: the notes of :func:`expand_inputs` on entries that are not regular files, noted
+    and reported first (under ``on_error: stop`` the first one stops the run).
 
     When the plan has fewer than ``input.min_tasks`` tasks, splits are cut finer (down to 1 MiB) so
     that every worker gets work; a compressed file cannot be cut, so, given ``scratch``, each
@@ -229,9 +327,12 @@ def make_plan(
         if reader is not None:
             rp = dataclasses.replace(recipe.reader_params(reader), split_bytes=params.split_bytes)
         jobs.append((f, None if reader is None else reader.name, rp, hash_files))
+    notes: list[dict[str, str]] = []
+    for note in skipped or []:  # entries of the inputs that are not regular files
+        notes.append(note)
+        report.file_error(note["kind"], note["file"], note["message"])
     scans = (parallel_map or _map)(_scan_file, jobs)
     readable: list[tuple[InputFile, str, Any]] = []  # (file, reader name, reader parameters)
-    notes: list[dict[str, str]] = []
     tasks: list[InputSplit] = []
     for (f, reader_name, rp, _), scan in zip(jobs, scans, strict=True):
         if reader_name is None:

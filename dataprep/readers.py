@@ -46,7 +46,12 @@ class LineReader(Reader):
         """Decoded lines of the split, bad ones reported (and skipped) per the input policy."""
         params: InputParams = self.params
         limit = None if split.end < 0 else split.end - split.start
-        with RawInput(split.path, split.start) as f:
+        try:
+            raw_input = RawInput(split.path, split.start)
+        except OSError as e:  # e.g. removed or replaced since the plan was made
+            report.file_error("read_error", split.rel, f"cannot open since planning: {e.strerror or e}")
+            return
+        with raw_input as f:
             line_no = split.first_line - 1
             try:
                 for raw in iter_lines(f.stream, params.max_line_bytes, limit):

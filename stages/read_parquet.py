@@ -48,7 +48,11 @@ class ParquetReader(Reader):
         import pyarrow.parquet as pq
 
         p: ParquetParams = self.params
-        f = pq.ParquetFile(split.path)
+        try:
+            f = pq.ParquetFile(split.path)
+        except Exception as e:  # removed, replaced or cut since the plan was made
+            report.file_error("read_error", split.rel, f"cannot open since planning: {type(e).__name__}: {e}")
+            return
         names = f.schema_arrow.names
         if p.text_field not in names:
             report.file_error(
@@ -59,7 +63,16 @@ class ParquetReader(Reader):
         groups = list(range(split.start, split.end))
         rows_total = sum(f.metadata.row_group(g).num_rows for g in groups) or 1
         rows_done = 0
-        for batch in f.iter_batches(batch_size=4096, row_groups=groups):
+        batches = f.iter_batches(batch_size=4096, row_groups=groups)
+        while True:
+            try:
+                batch = next(batches, None)
+            except Exception as e:  # a corrupt page, a cut column chunk: the rest of the split
+                message = f"cannot read from row {row} on: {type(e).__name__}: {str(e).splitlines()[0]}"
+                report.file_error("read_error", f"{split.rel}:{row}", message)
+                return
+            if batch is None:
+                break
             columns = batch.to_pydict()
             texts = columns.pop(p.text_field)
             ids = columns.pop(p.id_field, None)

@@ -196,6 +196,12 @@ def looks_binary(head: bytes) -> bool:
 def sniff(path: str | Path, size: int = 8192) -> bytes:
     """The first ``size`` decompressed bytes of a file (raises OSError/EOFError on corrupt input)."""
     with RawInput(path) as f:
+        if isinstance(f.stream, io.BufferedReader) and isinstance(f.stream.raw, _CheckedZstd):
+            # past the buffer's read-ahead a truncated file's end would raise: read only ``size``
+            out = b""
+            while len(out) < size and (piece := f.stream.raw.read(size - len(out))):
+                out += piece
+            return out
         return f.stream.read(size)
 
 

@@ -141,7 +141,8 @@ def expand_inputs(
             else:
                 raise InputNotFound(f"input {arg!r} does not exist")
         for path, info, note in entries:
-            if excluded is not None and path.resolve().is_relative_to(excluded):
+            real = path.resolve() if info is not None else path.absolute()  # a loop cannot resolve
+            if excluded is not None and real.is_relative_to(excluded):
                 continue
             rel = path.relative_to(root).as_posix()
             if len(args) > 1:
@@ -150,7 +151,7 @@ def expand_inputs(
                 assert note is not None
                 notes.setdefault(rel, {"file": rel, "kind": note[0], "message": note[1]})
                 continue
-            absolute = str(path.resolve())
+            absolute = str(real)
             found.setdefault(absolute, InputFile(absolute, rel, info.st_size, info.st_mtime_ns))
     if skipped is not None:
         skipped += [notes[k] for k in sorted(notes)]

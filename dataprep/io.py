@@ -74,6 +74,50 @@ class RawInput:
         self.close()
 
 
+BOMS = [  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+]
+
+
+def bom_encoding(head: bytes) -> tuple[str, int] | None:
+    """(codec, mark length) when ``head`` starts with a Unicode byte-order mark, else None."""
+    for mark, codec in BOMS:
+        if head.startswith(mark):
+            return codec, len(mark)
+    return None
+
+
+def transcoded(stream: BinaryIO, codec: str) -> BinaryIO:
+    """``stream`` (positioned after any byte-order mark) decoded from ``codec`` and re-encoded
+    as UTF-8, streaming; undecodable bytes raise UnicodeDecodeError at the read that meets them."""
+    import codecs
+
+    reader = codecs.getreader(codec)(stream, errors="strict")
+
+    class _Utf8(io.RawIOBase):
+        pending = b""
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+            while not self.pending:
+                text = reader.read(READ_BUFFER)
+                if not text:
+                    return 0
+                self.pending = text.encode("utf-8", "surrogatepass")
+            n = min(len(buffer), len(self.pending))
+            buffer[:n] = self.pending[:n]
+            self.pending = self.pending[n:]
+            return n
+
+    return io.BufferedReader(_Utf8(), READ_BUFFER)  # type: ignore[return-value]
+
+
 class _CheckedZstd(io.RawIOBase):
     """A zstandard stream reader that raises EOFError at the end of a truncated file: the
     library's reader just stops where the data stops, so at the end the frame layout of the file

@@ -7,6 +7,7 @@ outputs do not depend on the file system's listing order or on the worker count.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import errno
@@ -21,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from dataprep import stage as registry
-from dataprep.io import compression_of, decompress_chunks, file_sha256, logical_suffix, looks_binary, sniff
+from dataprep.io import (
+    bom_encoding,
+    compression_of,
+    decompress_chunks,
+    file_sha256,
+    logical_suffix,
+    looks_binary,
+    sniff,
+)
 from dataprep.recipe import InputParams, Recipe
 from dataprep.stage import InputSplit, ReadReport
 
@@ -275,6 +284,10 @@ def _scan_file(job: tuple[InputFile, str | None, Any, bool]) -> dict[str, Any]:
         if not head:
             out["note"] = ("empty_file", "empty file (no data after decompression)")
             return out
+        head, encoding_note = _as_utf8(head, getattr(reader_params, "encoding", "utf-8"))
+        if encoding_note:
+            out["note"] = ("not_utf8", encoding_note)
+            return out
         if looks_binary(head):
             out["note"] = ("binary_file", "looks binary (control bytes or undecodable text), skipped")
             return out
@@ -283,6 +296,22 @@ def _scan_file(job: tuple[InputFile, str | None, Any, bool]) -> dict[str, Any]:
     except Exception as e:
         out["note"] = ("read_error", f"cannot plan: {type(e).__name__}: {e}")
     return out
+
+
+def _as_utf8(head: bytes, encoding: str) -> tuple[bytes, str]:
+    """(a file's first bytes as UTF-8, for the binary check; "" or why the file cannot be read as
+    text in ``encoding``). A byte-order mark decides the encoding; without one, a head that is
+    mostly not UTF-8 under the default encoding is named as such instead of being repaired into
+    U+FFFD garbage (or taken for binary): the user sets input.encoding."""
+    bom = bom_encoding(head)
+    codec = bom[0] if bom else encoding
+    if codecs.lookup(codec).name == "utf-8" and bom is None:
+        bad = len(head) - len(head.decode("utf-8", "ignore").encode("utf-8"))
+        if bad - 3 > 0.05 * len(head) and not looks_binary(head.decode("latin-1").encode("utf-8")):
+            return head, "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding"
+        return head, ""
+    text = head[bom[1] :] if bom else head
+    return text.decode(codec, "ignore").encode("utf-8"), ""
 
 
 def _split_file(job: tuple[InputFile, str, Any]) -> list[InputSplit]:
@@ -420,6 +449,7 @@ def _chunk_compressed(
         reader = registry.get(t.reader)
         return (
             compression_of(t.path) is not None
+            and _plain_lines(t.path, recipe.reader_params(registry.get(t.reader)))
             and t.nbytes > chunk_bytes // 4
             and reader.chunkable(recipe.reader_params(reader))
         )
@@ -440,3 +470,11 @@ def _chunk_compressed(
             InputSplit(str(p), t.rel, t.reader, 0, -1, first, t.nbytes * n // total) for p, first, n in chunks
         ]
     return out
+
+
+def _plain_lines(path: str, params: Any) -> bool:
+    """True when the file's bytes can be cut at any newline byte: UTF-8 (or a codec whose
+    multi-byte characters never hold 0x0A, as GB18030 and Big5), not UTF-16/32."""
+    bom = bom_encoding(sniff(path, 4))
+    codec = codecs.lookup(bom[0] if bom else getattr(params, "encoding", "utf-8")).name
+    return not codec.startswith(("utf-16", "utf-32"))

@@ -4,13 +4,14 @@ reason) and, where the run completes, ``dataprep verify``."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import (
     REPO,
@@ -176,7 +177,8 @@ def test_out_a_file_or_inside_an_input_is_a_one_line_error(tmp_path: Path) -> No
     r = prepare_cli(tmp_path, src, tmp_path / "file")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
-        f"error: --out {tmp_path / 'file'} is a file, not a directory: give a directory (created when missing)"
+        f"error: --out {tmp_path / 'file'} is a file, not a directory: "
+        "give a directory (created when missing)"
     ]
     r = prepare_cli(tmp_path, src, src / "out")
     assert r.returncode == 1
@@ -195,13 +197,10 @@ def test_truncated_gz_and_zst_are_read_errors_and_the_cut_record_is_dropped(tmp_
         cut.write_bytes(full.read_bytes()[: full.stat().st_size * 2 // 3])
         out = tmp_path / f"out-{name}"
         run([cut], out, recipe_with(min_tasks=0))
-        n_in, kept, drops = accounting(out)
+        n_in, _, drops = accounting(out)
         sample = samples(out)["read_error"][0]
-        assert (
-            sample["where"].startswith(f"{name}:")
-            and "truncated" in sample["message"]
-            or "end" in sample["message"]
-        )
+        assert sample["where"].startswith(f"{name}:")
+        assert "truncated" in sample["message"] or "ended before" in sample["message"]
         line = int(sample["where"].rsplit(":", 1)[1])
         assert 1 < line < n and n_in == line - 1 and drops == {}  # every line before the cut, none after
         stop = prepare_cli(tmp_path, cut, tmp_path / f"stop-{name}", min_tasks=0, on_error="stop")
@@ -228,7 +227,8 @@ def test_deep_json_huge_integers_nan_and_infinity_are_dropped_with_file_and_line
     r = prepare_cli(tmp_path, f, tmp_path / "stop", on_error="stop")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
-        "error: j.jsonl:2: JSON nested too deep to parse (input.on_error is 'stop'; fix the input or set it to 'skip')"
+        "error: j.jsonl:2: JSON nested too deep to parse "
+        "(input.on_error is 'stop'; fix the input or set it to 'skip')"
     ]
 
 
@@ -261,7 +261,7 @@ def test_corrupt_or_truncated_parquet_and_bad_text_column(tmp_path: Path) -> Non
     stats = read_stats(tmp_path / "out")
     notes = {n["file"]: n["kind"] for n in stats["input"]["file_notes"]}
     assert notes == {"truncated.parquet": "read_error"}
-    n_in, kept, drops = accounting(tmp_path / "out")
+    n_in, _, drops = accounting(tmp_path / "out")
     assert drops == {"bad_field_type": 10}
     assert n_in == 300 + 10  # the corrupt file but its third row group, and the ints
     s = samples(tmp_path / "out")
@@ -269,3 +269,42 @@ def test_corrupt_or_truncated_parquet_and_bad_text_column(tmp_path: Path) -> Non
     assert s["missing_field"][0]["where"] == "nocol.parquet"
     assert s["bad_field_type"][0]["where"] == "ints.parquet:1"
     verify(tmp_path / "out")
+
+
+ZH = REVIEWS[:30]
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-32", "utf-8-sig"])
+def test_byte_order_marks_decide_the_encoding(tmp_path: Path, codec: str) -> None:
+    """UTF-16/32 text (the codec writes its BOM) and a UTF-8 BOM JSONL: every record read as
+    the text it is, the first one included, no repair."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "t.txt").write_bytes(("\n".join(ZH) + "\n").encode(codec))
+    (src / "j.jsonl").write_bytes(good_lines(20).encode(codec))
+    run([src], tmp_path / "out")
+    n_in, kept, drops = accounting(tmp_path / "out")
+    assert n_in == 50 and kept > 0 and drops == {}
+    problems = read_stats(tmp_path / "out")["input"]["problems"]
+    assert not any(k.startswith("repaired") for k in problems)
+    verify(tmp_path / "out")
+
+
+def test_gb18030_with_input_encoding_and_named_without_it(tmp_path: Path) -> None:
+    f = tmp_path / "old.txt"
+    f.write_bytes(("\n".join(ZH) + "\n").encode("gb18030"))
+    good = tmp_path / "good.txt"
+    good.write_text(ZH[0] + "\n", encoding="utf-8")
+    run([f, good], tmp_path / "out", recipe_with(encoding="gb18030", min_tasks=0))
+    n_in, _, drops = accounting(tmp_path / "out")
+    assert n_in == 31 and drops == {}
+    verify(tmp_path / "out")
+    run([f, good], tmp_path / "plain")
+    notes = read_stats(tmp_path / "plain")["input"]["file_notes"]
+    assert notes == [
+        {
+            "file": "old.txt/old.txt",  # with several inputs, rel starts with the input name
+            "kind": "not_utf8",
+            "message": "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding",
+        }
+    ]

@@ -15,6 +15,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -307,7 +308,8 @@ def _as_utf8(head: bytes, encoding: str) -> tuple[bytes, str]:
     codec = bom[0] if bom else encoding
     if codecs.lookup(codec).name == "utf-8" and bom is None:
         bad = len(head) - len(head.decode("utf-8", "ignore").encode("utf-8"))
-        if bad - 3 > 0.05 * len(head) and not looks_binary(head.decode("latin-1").encode("utf-8")):
+        controls = len(re.findall(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]", head))
+        if bad - 3 > 0.05 * len(head) and controls <= 0.01 * len(head):  # text, not binary
             return head, "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding"
         return head, ""
     text = head[bom[1] :] if bom else head

@@ -350,7 +350,10 @@ def parse_sources(raw: Any, where: str) -> list[SourceSpec]:
             raise RecipeError(f"{at}: unknown key(s) {', '.join(bad)}; valid: {', '.join(sorted(valid))}")
         name = entry.get("name")
         if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-            raise RecipeError(f"{at}: 'name' must be a non-empty string without '/'")
+            raise RecipeError(
+                f"{at}: 'name' must be a non-empty string without '/' that does not start with '.' "
+                f"(got {name!r})"
+            )
         inputs = entry.get("inputs")
         if isinstance(inputs, str):
             inputs = [inputs]

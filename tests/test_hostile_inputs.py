@@ -308,3 +308,54 @@ def test_gb18030_with_input_encoding_and_named_without_it(tmp_path: Path) -> Non
             "message": "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding",
         }
     ]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_workers_must_be_at_least_one_or_auto(tmp_path: Path, value: str) -> None:
+    r = cli("prepare", str(SAMPLE / "reviews"), "--out", str(tmp_path / "o"), "--workers", value)
+    assert r.returncode == 2
+    assert f"--workers: must be a whole number of at least 1, or 'auto' (got '{value}')" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def tokenizer_recipe(tmp_path: Path, tokenizer: str) -> Path:
+    recipe = recipe_with()
+    recipe["stages"][2] = {"tokenize": {"tokenizer": tokenizer}}
+    return write_recipe(tmp_path / "tok.yaml", recipe)
+
+
+def test_tokenizer_paths_that_are_no_tokenizer_are_refused_before_any_copy(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(50 << 20)  # 50 MB of NUL bytes: read only its head
+    src = tmp_path / "in.jsonl"
+    src.write_text(good_lines(), encoding="utf-8")
+    for path, message in (
+        ("/dev/zero", "tokenizer /dev/zero is not a regular file"),
+        (str(big), f"{big} is not a tokenizer (neither a tokenizer.json nor a SentencePiece .model)"),
+    ):
+        out = tmp_path / f"o{len(message)}"
+        r = cli("prepare", str(src), "--out", str(out), "--recipe", str(tokenizer_recipe(tmp_path, path)))
+        assert r.returncode != 0 and message in r.stderr, r.stderr
+        copied = (
+            [p for p in out.rglob("*") if p.is_file() and p.stat().st_size > 1 << 20] if out.exists() else []
+        )
+        assert copied == []
+
+
+def test_a_source_name_starting_with_a_dot_is_refused_saying_so(tmp_path: Path) -> None:
+    recipe = recipe_with()
+    recipe["sources"] = [{"name": ".hidden", "inputs": [str(SAMPLE / "reviews")], "share": 1.0}]
+    r = cli(
+        "prepare", "--out", str(tmp_path / "o"), "--recipe", str(write_recipe(tmp_path / "s.yaml", recipe))
+    )
+    assert r.returncode == 2
+    assert "does not start with '.' (got '.hidden')" in r.stderr
+
+
+def test_train_tokenizer_warns_when_the_vocabulary_is_smaller_than_asked(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(ZH) + "\n", encoding="utf-8")
+    r = cli("train-tokenizer", str(src), "--out", str(tmp_path / "tok"), "--vocab-size", "100000")
+    assert r.returncode == 0, r.stderr
+    assert "fewer than the 100,000 asked" in r.stderr

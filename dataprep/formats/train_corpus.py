@@ -97,5 +97,26 @@ def train_tokenizer_command(
             "seen_bytes": sample.seen_bytes,
         },
     )
+    got = _vocab_of(path)
+    if got is not None and got < vocab_size:
+        print(
+            f"warning: the tokenizer has {got:,} ids, fewer than the {vocab_size:,} asked: the sample "
+            "holds too little distinct text for more (give more text or a smaller --vocab-size)",
+            file=sys.stderr,
+        )
     print(f"{path} ({time.monotonic() - started:.1f}s)")
+
+
+def _vocab_of(path: Path) -> int | None:
+    """The number of ids of a trained tokenizer file, None when it cannot be told."""
+    try:
+        if path.suffix == ".json":
+            from tokenizers import Tokenizer
+
+            return Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
+        import sentencepiece as spm
+
+        return spm.SentencePieceProcessor(model_file=str(path)).get_piece_size()
+    except Exception:
+        return None
     return 0

@@ -12,6 +12,7 @@ import argparse
 import errno
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -60,7 +61,8 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 "corpus text there while it runs; docs/scaling-out-on-ray.md, 'Memory per phase'), then",
                 file=sys.stderr,
             )
-        print("rerun the same command to resume: finished tasks are kept", file=sys.stderr)
+        if (Path(args.out) / "work" / "run.json").is_file():  # a run started there: it can resume
+            print("rerun the same command to resume: finished tasks are kept", file=sys.stderr)
         return EXIT_FAILED
     return 0
 
@@ -202,7 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="output directory (created; reruns resume)")
     p.add_argument("--recipe", default="default", help="recipe YAML file or built-in name (default: default)")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    p.add_argument(
+        "--workers",
+        type=workers_arg,
+        default=None,
+        help="worker processes, at least 1, or 'auto' for all cores (default: auto)",
+    )
     p.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
     p.add_argument(
         "--executor",
@@ -292,6 +299,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_train_quality)
     return ap
+
+
+def workers_arg(value: str) -> int | None:
+    """``--workers``: an integer of at least 1, or 'auto' (None: all cores)."""
+    if value == "auto":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, or 'auto' (got {value!r})")
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:

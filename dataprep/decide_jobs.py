@@ -22,6 +22,7 @@ retried): it writes whole files through renames and never removes what it reads;
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -122,5 +123,13 @@ def share(path: Path, shared: Any) -> str:
 
 
 def load_shared(path: str, cls: type[S]) -> S:
-    """The dataclass ``cls`` that :func:`share` wrote to ``path``."""
+    """The dataclass ``cls`` that :func:`share` wrote to ``path``, parsed once per process and
+    file version (a decide's thousands of per-task jobs share one parse: its size grows with the
+    task count, so parsing it in every job would make the round quadratic)."""
+    st = Path(path).stat()
+    return _load_shared(path, cls, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_shared(path: str, cls: type[S], inode: int, mtime_ns: int, size: int) -> S:
     return cls(**json.loads(Path(path).read_text(encoding="utf-8")))

@@ -55,7 +55,7 @@ class RawInput:
             import zstandard
 
             reader = zstandard.ZstdDecompressor().stream_reader(self._raw, read_across_frames=True)
-            self.stream = io.BufferedReader(reader, READ_BUFFER)  # type: ignore[arg-type]
+            self.stream = io.BufferedReader(_CheckedZstd(reader, self.path), READ_BUFFER)
         else:
             self.stream = self._raw  # type: ignore[assignment]
 
@@ -72,6 +72,126 @@ class RawInput:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+BOMS = [  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+]
+
+
+def bom_encoding(head: bytes) -> tuple[str, int] | None:
+    """(codec, mark length) when ``head`` starts with a Unicode byte-order mark, else None."""
+    for mark, codec in BOMS:
+        if head.startswith(mark):
+            return codec, len(mark)
+    return None
+
+
+def transcoded(stream: BinaryIO, codec: str) -> BinaryIO:
+    """``stream`` (positioned after any byte-order mark) decoded from ``codec`` and re-encoded
+    as UTF-8, streaming; undecodable bytes raise UnicodeDecodeError at the read that meets them."""
+    import codecs
+
+    reader = codecs.getreader(codec)(stream, errors="strict")
+
+    class _Utf8(io.RawIOBase):
+        pending = b""
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+            while not self.pending:
+                text = reader.read(READ_BUFFER)
+                if not text:
+                    return 0
+                self.pending = text.encode("utf-8", "surrogatepass")
+            n = min(len(buffer), len(self.pending))
+            buffer[:n] = self.pending[:n]
+            self.pending = self.pending[n:]
+            return n
+
+    return io.BufferedReader(_Utf8(), READ_BUFFER)  # type: ignore[return-value]
+
+
+class _CheckedZstd(io.RawIOBase):
+    """A zstandard stream reader that raises EOFError at the end of a truncated file: the
+    library's reader just stops where the data stops, so at the end the frame layout of the file
+    is walked (:func:`zstd_frames_complete`) to tell a complete file from a cut one."""
+
+    def __init__(self, reader: io.RawIOBase, path: Path):
+        self._reader, self._path = reader, path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        n = self._reader.readinto(buffer)
+        if n == 0 and len(buffer):
+            problem = zstd_frames_complete(self._path)
+            if problem:
+                raise EOFError(problem)
+        return n
+
+    def close(self) -> None:
+        self._reader.close()
+        super().close()
+
+
+ZSTD_MAGIC = 0xFD2FB528
+
+
+def zstd_frames_complete(path: str | Path) -> str:
+    """ "" when the file is a sequence of complete zstd (or skippable) frames, else what is wrong
+    (the file ends inside a frame, or bytes that are no frame follow one). Reads only the frame
+    and block headers (3 bytes per block of up to 128 KiB), seeking over the block contents."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        pos = 0
+        while pos < size:
+            head = f.read(4)
+            if len(head) < 4:
+                return f"the file ends inside a frame header at byte {pos} (truncated)"
+            magic = int.from_bytes(head, "little")
+            if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
+                n = f.read(4)
+                if len(n) < 4:
+                    return f"the file ends inside a frame header at byte {pos} (truncated)"
+                pos += 8 + int.from_bytes(n, "little")
+                f.seek(pos)
+                continue
+            if magic != ZSTD_MAGIC:
+                return f"bytes at {pos} are not a zstd frame"
+            fhd = f.read(1)
+            if not fhd:
+                return f"the file ends inside a frame header at byte {pos} (truncated)"
+            d = fhd[0]
+            fcs_flag, single, checksum, dict_flag = d >> 6, (d >> 5) & 1, (d >> 2) & 1, d & 3
+            header = (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+            header += (1 if single else 0, 2, 4, 8)[fcs_flag]
+            pos += 5 + header
+            f.seek(pos)
+            while True:
+                bh = f.read(3)
+                if len(bh) < 3:
+                    return f"the file ends inside a frame at byte {size} (truncated)"
+                v = int.from_bytes(bh, "little")
+                last, kind, bsize = v & 1, (v >> 1) & 3, v >> 3
+                pos += 3 + (1 if kind == 1 else bsize)
+                if pos > size:
+                    return f"the file ends inside a frame at byte {size} (truncated)"
+                f.seek(pos)
+                if last:
+                    break
+            pos += 4 * checksum
+            if pos > size:
+                return f"the file ends inside a frame at byte {size} (truncated)"
+            f.seek(pos)
+    return ""
 
 
 def iter_lines(stream: BinaryIO, max_bytes: int, limit_bytes: int | None = None) -> Iterator[bytes | None]:
@@ -120,6 +240,12 @@ def looks_binary(head: bytes) -> bool:
 def sniff(path: str | Path, size: int = 8192) -> bytes:
     """The first ``size`` decompressed bytes of a file (raises OSError/EOFError on corrupt input)."""
     with RawInput(path) as f:
+        if isinstance(f.stream, io.BufferedReader) and isinstance(f.stream.raw, _CheckedZstd):
+            # past the buffer's read-ahead a truncated file's end would raise: read only ``size``
+            out = b""
+            while len(out) < size and (piece := f.stream.raw.read(size - len(out))):
+                out += piece
+            return out
         return f.stream.read(size)
 
 

@@ -56,6 +56,17 @@ class InputParams:
         "files are decompressed into line-aligned chunks under OUT/work so every worker gets work (0: never)",
     )
 
+    encoding: str = param(
+        "utf-8",
+        help="text encoding of the input files (a Python codec name, e.g. gb18030, big5); a file "
+        "that starts with a UTF-8/16/32 byte-order mark is decoded by its mark whatever this says",
+    )
+    group_files: bool = param(
+        True,
+        help="consecutive small files (of one source) are read as one task of about the split size "
+        "(split_bytes, or the finer cut for min_tasks); ids and outputs do not depend on it",
+    )
+
     def validate(self) -> None:
         if self.max_line_bytes < 16:
             raise ValueError("max_line_bytes must be at least 16")
@@ -63,6 +74,14 @@ class InputParams:
             raise ValueError("split_bytes must be at least 65536")
         if self.batch_size < 1:
             raise ValueError("batch_size must be positive")
+        import codecs
+
+        try:
+            codecs.lookup(self.encoding)
+        except LookupError:
+            raise ValueError(
+                f"encoding {self.encoding!r} is not a known codec (e.g. utf-8, gb18030, big5)"
+            ) from None
 
 
 @dataclass
@@ -331,7 +350,10 @@ def parse_sources(raw: Any, where: str) -> list[SourceSpec]:
             raise RecipeError(f"{at}: unknown key(s) {', '.join(bad)}; valid: {', '.join(sorted(valid))}")
         name = entry.get("name")
         if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-            raise RecipeError(f"{at}: 'name' must be a non-empty string without '/'")
+            raise RecipeError(
+                f"{at}: 'name' must be a non-empty string without '/' that does not start with '.' "
+                f"(got {name!r})"
+            )
         inputs = entry.get("inputs")
         if isinstance(inputs, str):
             inputs = [inputs]

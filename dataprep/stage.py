@@ -299,7 +299,10 @@ class InputSplit:
 
     path: absolute path. rel: path relative to the input root (used in document ids).
     start/end: byte range (end = -1 means to the end). first_line: 1-based line number at start.
-    nbytes: on-disk bytes this split accounts for (progress and scheduling).
+    nbytes: on-disk bytes this split accounts for (progress and scheduling); for a group, all of
+    its parts' bytes.
+    more: further splits of the same task, read after this one in order (small files grouped
+    into one task of about the target size); each as the tuple of its seven fields.
     """
 
     path: str
@@ -309,6 +312,29 @@ class InputSplit:
     end: int = -1
     first_line: int = 1
     nbytes: int = 0
+    more: list[list[Any]] = field(default_factory=list)
+
+    def parts(self) -> list[InputSplit]:
+        """The splits this task reads, in order (itself alone unless it is a group)."""
+        if not self.more:
+            return [self]
+        nbytes = self.nbytes - sum(int(m[6]) for m in self.more)
+        first = InputSplit(self.path, self.rel, self.reader, self.start, self.end, self.first_line, nbytes)
+        return [first, *(InputSplit(*m) for m in self.more)]
+
+
+def read_task(split: InputSplit, reader: Callable[[str], Reader], report: ReadReport) -> Iterator[Document]:
+    """The documents of a task: each of ``split.parts()`` read by ``reader(part.reader)`` in
+    order. ``report.position`` counts on-disk bytes from the task's start (the parts before the
+    current one in full)."""
+    done = 0
+    for part in split.parts():
+        report.base = done
+        report.position = 0
+        yield from reader(part.reader).read(part, report)
+        done += part.nbytes
+    report.base = 0
+    report.position = done
 
 
 class InputError(Exception):
@@ -353,6 +379,7 @@ class ReadReport:
         self.rejected = rejected
         self.samples: dict[str, list[dict[str, Any]]] = {}
         self.position = 0  # on-disk bytes consumed so far in the current split (progress)
+        self.base = 0  # on-disk bytes of the task's parts before the current one (groups)
 
     def _sample(self, kind: str, where: str, message: str) -> None:
         bucket = self.samples.setdefault(kind, [])

@@ -25,6 +25,7 @@ killed mid-call and retried leaves nothing half-written. Ids of survivors are lo
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,12 +190,24 @@ def save_partition_values(path: Path, part: Partition, values: np.ndarray) -> No
     save_atomic(path, values)
 
 
+def _slices(path: Path) -> np.ndarray:
+    """A partition's task slices, loaded once per process and file version (every task's job
+    reads them: loading them per job would cost tasks x partitions x tasks)."""
+    st = path.stat()
+    return _load_slices(str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _load_slices(path: str, inode: int, mtime_ns: int, size: int) -> np.ndarray:
+    return np.load(path)
+
+
 def task_values(paths: list[Path], t: int) -> np.ndarray:
     """The results of task ``t``'s entries, in the order of its entry file, gathered from the
     partition result files ``paths`` (in partition order, i.e. key order)."""
     pieces = []
     for path in paths:
-        slices = np.load(path.with_name(path.name + ".slices.npy"))
+        slices = _slices(path.with_name(path.name + ".slices.npy"))
         k = int(np.searchsorted(slices["task"], t))
         if k < len(slices) and slices["task"][k] == t:
             s = slices[k]

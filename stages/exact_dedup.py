@@ -15,6 +15,7 @@ stats:   counter ``unique_texts``, histogram ``cluster_size`` (copies per duplic
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,18 @@ class _Job:
     partitions: int
 
     def key_paths(self) -> list[Path]:
-        return [Path(self.work_dir) / f"{t}.keys.npy" for t in self.task_ids]
+        return [self.key_path(t) for t in range(len(self.task_ids))]
+
+    @functools.cached_property
+    def offset_array(self) -> np.ndarray:
+        """``offsets`` as int64, converted once per process (the job is cached by load_shared)."""
+        return np.asarray(self.offsets, dtype=np.int64)
+
+    def key_path(self, t: int) -> Path:
+        return Path(self.work_dir) / f"{self.task_ids[t]}.keys.npy"
+
+    def id_path(self, t: int) -> Path:
+        return Path(self.work_dir) / f"{self.task_ids[t]}.ids"
 
     def partition_files(self, p: int) -> list[Path]:
         return [Path(self.work_dir) / f"part{p:04d}.{name}.npy" for name in ("survivor", "size")]
@@ -105,6 +117,16 @@ def group_partition(partition: PartitionJob) -> GroupResult:
     return GroupResult(int(np.count_nonzero(starts)), hist.to_json())
 
 
+@dataclass(frozen=True)
+class _IdPaths:
+    """The id table path of a task by index, without building the list of all of them."""
+
+    job: _Job
+
+    def __getitem__(self, t: int) -> Path:
+        return self.job.id_path(t)
+
+
 def write_task_decision(task: TaskJob) -> None:
     """Decide round 2, one task: its copies (rows), their survivors' positions and ids, and the
     copy counts, as ``<task>.decision.json``."""
@@ -113,12 +135,12 @@ def write_task_decision(task: TaskJob) -> None:
     files = [job.partition_files(p) for p in range(job.partitions)]
     surv = task_values([f[0] for f in files], t)
     size = task_values([f[1] for f in files], t)
-    entries = load_entries(job.key_paths()[t])
+    entries = load_entries(job.key_path(t))
     rows = np.asarray(entries["row"]) if len(entries) else np.zeros(0, dtype=np.int64)
     dup = np.flatnonzero(surv >= 0)
     dup = dup[np.argsort(rows[dup], kind="stable")]
-    offsets = np.asarray(job.offsets, dtype=np.int64)
-    names = lookup_ids([work / f"{x}.ids" for x in job.task_ids], offsets, surv[dup])
+    offsets = job.offset_array
+    names = lookup_ids(_IdPaths(job), offsets, surv[dup])  # no list of every task's path
     write_decision(
         work / f"{job.task_ids[t]}.decision.json",
         rows[dup].astype(np.int64).tolist(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,13 +17,31 @@ SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \uD800-\uDFFF in the raw 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired one
 
 
-_DECODER = json.JSONDecoder()  # what json.loads uses without arguments
+class NotJson(ValueError):
+    """A line json.loads accepts or chokes on that is no JSON record: NaN/Infinity, a number too
+    large for a float, an integer of more digits than Python converts, nesting too deep."""
+
+
+def _no_constant(name: str) -> object:
+    raise NotJson(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise NotJson(f"number {text[:40]} overflows a float")
+    return x
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
 def _parse(line: str) -> object:
-    """``json.loads(line)``: a line that is one JSON object from its first to its last character
-    is decoded without json.loads' whitespace scans; any other (surrounding whitespace, errors)
-    goes through json.loads itself, so its results and error messages are unchanged."""
+    """The JSON value of ``line`` (surrounding whitespace allowed), as ``json.loads`` decodes it
+    but strict: NaN, Infinity and floats that overflow raise :class:`NotJson`; an integer beyond
+    Python's digit limit raises ValueError; nesting too deep for the parser raises
+    RecursionError. A line that is one object from its first to its last character is decoded
+    without the whitespace scans."""
     if line[:1] == "{":
         try:
             obj, end = _DECODER.raw_decode(line)
@@ -30,7 +49,7 @@ def _parse(line: str) -> object:
             end = -1
         if end == len(line):
             return obj
-    return json.loads(line)
+    return _DECODER.decode(line)
 
 
 def _without_lone_surrogates(obj: dict) -> tuple[dict, bool]:
@@ -66,6 +85,15 @@ class JsonlReader(LineReader):
             except json.JSONDecodeError as e:
                 report.record_error(
                     "malformed_json", where, f"malformed JSON ({e.msg}, column {e.colno})", rec.text
+                )
+                continue
+            except RecursionError:
+                report.record_error("malformed_json", where, "JSON nested too deep to parse", rec.text[:1000])
+                continue
+            except ValueError as e:  # NotJson, or an integer of too many digits
+                message = str(e) if isinstance(e, NotJson) else "integer of too many digits"
+                report.record_error(
+                    "malformed_json", where, f"not a JSON record ({message})", rec.text[:1000]
                 )
                 continue
             if not isinstance(obj, dict):

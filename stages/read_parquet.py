@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dataprep.document import Document
 from dataprep.recipe import InputParams
@@ -48,18 +49,21 @@ class ParquetReader(Reader):
         import pyarrow.parquet as pq
 
         p: ParquetParams = self.params
-        f = pq.ParquetFile(split.path)
+        try:
+            f = pq.ParquetFile(split.path)
+        except Exception as e:  # removed, replaced or cut since the plan was made
+            report.file_error("read_error", split.rel, f"cannot open since planning: {type(e).__name__}: {e}")
+            return
         names = f.schema_arrow.names
         if p.text_field not in names:
             report.file_error(
                 "missing_field", split.rel, f"no column {p.text_field!r} (columns: {', '.join(names)})"
             )
             return
-        row = split.first_line
         groups = list(range(split.start, split.end))
         rows_total = sum(f.metadata.row_group(g).num_rows for g in groups) or 1
         rows_done = 0
-        for batch in f.iter_batches(batch_size=4096, row_groups=groups):
+        for batch, row in self._batches(f, groups, split.rel, split.first_line, report):
             columns = batch.to_pydict()
             texts = columns.pop(p.text_field)
             ids = columns.pop(p.id_field, None)
@@ -82,3 +86,23 @@ class ParquetReader(Reader):
                 )
             rows_done += batch.num_rows
             report.position = split.nbytes * rows_done // rows_total  # on-disk bytes, pro rata
+
+    @staticmethod
+    def _batches(f: Any, groups: list[int], rel: str, first_row: int, report: ReadReport) -> Iterator[Any]:
+        """(record batch, row number of its first row) of row groups ``groups``, one group at a
+        time: a group that cannot
+        be read (a corrupt page, a cut column chunk) is a read_error at its first unread row
+        (``rel:row``), its other rows are not read, and the next group is read."""
+        row = first_row
+        for g in groups:
+            rows = f.metadata.row_group(g).num_rows
+            done = 0
+            try:
+                for batch in f.iter_batches(batch_size=4096, row_groups=[g]):
+                    yield batch, row + done
+                    done += batch.num_rows
+            except Exception as e:  # pyarrow raises OSError or ArrowException subclasses
+                lost = rows - done
+                message = f"row group {g} unreadable, {lost} row(s) from here skipped: {type(e).__name__}: "
+                report.file_error("read_error", f"{rel}:{row + done}", message + str(e).splitlines()[0])
+            row += rows

@@ -116,7 +116,7 @@ def read_with_readers(inputs: list[str]) -> Iterator[list[Document]]:
     report = ReadReport(StageStats(), recipe.input.get("on_error", "skip"))
     plan = make_plan(expand_inputs(inputs), recipe, report)
     readers: dict[str, Any] = {}
-    for split in plan.tasks:
+    for split in (part for task in plan.tasks for part in task.parts()):  # file by file
         if split.reader not in readers:
             cls = get(split.reader)
             readers[split.reader] = cls(recipe.reader_params(cls))

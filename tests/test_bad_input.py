@@ -71,7 +71,7 @@ def test_binary_and_empty_files_are_reported_per_file(tmp_path: Path) -> None:
     (src / "empty.jsonl").write_bytes(b"")
     write_gz(src / "empty2.jsonl.gz", b"")
     (src / "ok.jsonl").write_text(GOOD, encoding="utf-8")
-    stats = run([src], src / "out")  # an OUT inside the input is not read as input
+    stats = run([src], tmp_path / "out")
     notes = {(n["file"], n["kind"]) for n in stats["input"]["file_notes"]}
     assert notes == {
         ("blob.txt", "binary_file"),

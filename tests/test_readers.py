@@ -24,7 +24,7 @@ def read_all(
     report = ReadReport(stats, recipe.input["on_error"])
     plan = make_plan(expand_inputs([str(p) for p in paths]), recipe, report, scratch)
     docs = []
-    for split in plan.tasks:
+    for split in (part for task in plan.tasks for part in task.parts()):
         cls = get(split.reader)
         docs += list(cls(recipe.reader_params(cls)).read(split, report))
     return docs, stats, report.samples

@@ -32,10 +32,10 @@ from dataprep.executor.passes import COMPLETE, DECIDE_TASK, OUTPUT_ENTRIES, Pass
 from dataprep.executor.timing import PhaseClock
 from dataprep.executor.warmup import WarmUps
 from dataprep.io import write_text_atomic
-from dataprep.plan import InputFile, Plan, expand_inputs, make_plan, source_files
+from dataprep.plan import InputFile, Plan, expand_inputs, input_holding, make_plan, source_files
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe
-from dataprep.stage import DriverContext, GlobalStage, NothingLeft, Reader, ReadReport
+from dataprep.stage import DriverContext, GlobalStage, NothingLeft, Reader, ReadReport, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
@@ -61,7 +61,11 @@ def default_workers() -> int:
 
 
 def plan_run(
-    run: RunDir, files: list[InputFile], recipe: Recipe, executor: Executor
+    run: RunDir,
+    files: list[InputFile],
+    recipe: Recipe,
+    executor: Executor,
+    skipped: list[dict[str, str]] | None = None,
 ) -> tuple[Plan, StageStats, dict[str, list[dict[str, str]]]]:
     """(plan, its stats, its problem samples) of the run: made once, files planned and hashed in
     parallel on the ``executor``, and kept in work/plan.json for resumed runs."""
@@ -72,7 +76,9 @@ def plan_run(
     stats = StageStats()
     report = ReadReport(stats, recipe.input["on_error"])
     scratch = run.work / "inputs"
-    plan = make_plan(files, recipe, report, scratch, parallel_map=executor.map, hash_files=True)
+    plan = make_plan(
+        files, recipe, report, scratch, parallel_map=executor.map, hash_files=True, skipped=skipped
+    )
     saved = {"plan": plan.to_json(), "stats": stats.to_json(), "samples": report.samples}
     write_text_atomic(plan_file, json.dumps(saved))
     return plan, stats, report.samples
@@ -128,10 +134,19 @@ def prepare(
         raise RunError("the recipe names its inputs under 'sources:'; give no INPUT arguments")
     if not recipe.sources and not inputs:
         raise RunError("no INPUT given (and the recipe has no 'sources:')")
+    if run.out.exists() and not run.out.is_dir():
+        raise RunError(f"--out {out} is a file, not a directory: give a directory (created when missing)")
+    args = [a for s in recipe.sources for a in s.inputs] if recipe.sources else inputs
+    holder = input_holding(run.out, args)
+    if holder is not None:
+        raise RunError(
+            f"--out {out} is inside the input {holder}: give an output directory outside every input"
+        )
+    skipped: list[dict[str, str]] = []
     if recipe.sources:
-        files = source_files(recipe, exclude=run.out)
+        files = source_files(recipe, exclude=run.out, skipped=skipped)
     else:
-        files = expand_inputs(inputs, exclude=run.out)
+        files = expand_inputs(inputs, exclude=run.out, skipped=skipped)
     workers = workers or default_workers()
     fingerprint = {
         "version": __version__,
@@ -151,7 +166,7 @@ def prepare(
     )
     runner = make_executor(executor, workers, ray_address) if isinstance(executor, str) else executor
     with runner:
-        plan, plan_stats, plan_samples = plan_run(run, files, recipe, runner)
+        plan, plan_stats, plan_samples = plan_run(run, files, recipe, runner, skipped)
         if not quiet:
             for note in plan.file_notes:
                 kind = "note" if note["kind"] == "unsupported" else "warning"
@@ -321,11 +336,15 @@ def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
     texts: list[str] = []
     for j in range(k):
         split = tasks[j * len(tasks) // k]
-        if split.reader not in readers:
-            cls = stage_registry.get(split.reader)
-            readers[split.reader] = cls(ctx.recipe.reader_params(cls))
+
+        def reader(name: str) -> Reader:
+            if name not in readers:
+                cls = stage_registry.get(name)
+                readers[name] = cls(ctx.recipe.reader_params(cls))
+            return readers[name]
+
         report = ReadReport(StageStats(), "skip")
-        docs = readers[split.reader].read(split, report)
+        docs = read_task(split, reader, report)
         try:
             texts += texts_within_bytes((doc.text for doc in docs), share)
         finally:

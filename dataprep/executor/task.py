@@ -26,7 +26,7 @@ from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.io import write_text_atomic
 from dataprep.plan import Plan, source_of
 from dataprep.recipe import recipe_from_resolved
-from dataprep.stage import GlobalStage, MapStage, ReadReport, Stage, StageContext
+from dataprep.stage import GlobalStage, MapStage, ReadReport, Stage, StageContext, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
@@ -205,9 +205,7 @@ def _run_task(
     report = ReadReport(read_stats, recipe.input["on_error"], rejected)
     if pass_index == 0:
         split = state.plan.tasks[task_index]
-        source: Iterator[list[Document]] = _batches(
-            state.reader(split.reader).read(split, report), batch_size
-        )
+        source: Iterator[list[Document]] = _batches(read_task(split, state.reader, report), batch_size)
     else:
         source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
@@ -254,7 +252,7 @@ def _run_task(
         if writer is not None:
             writer.write(batch)
         if progress is not None:
-            position = report.position if pass_index == 0 else 0
+            position = report.base + report.position if pass_index == 0 else 0
             progress(n_in, max(position - last_position, 0))
             last_position = position
     if p.compute is not None:

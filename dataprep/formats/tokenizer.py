@@ -65,16 +65,29 @@ def resolve_tokenizer_file(path: str | Path) -> Path:
     the only *.model inside a directory."""
     p = Path(path)
     if p.is_file():
-        return p
+        return _looks_like_tokenizer(p)
     if p.is_dir():
         for name in (HF_FILE, SPM_FILE):
             if (p / name).is_file():
-                return p / name
+                return _looks_like_tokenizer(p / name)
         models = sorted(p.glob("*.model"))
         if len(models) == 1:
-            return models[0]
+            return _looks_like_tokenizer(models[0])
         raise TokenizerError(f"{p} holds no {HF_FILE} or SentencePiece .model file")
+    if p.exists():
+        raise TokenizerError(f"tokenizer {p} is not a regular file (give a tokenizer.json or a .model file)")
     raise TokenizerError(f"tokenizer {p} does not exist (give a tokenizer.json, a .model file or 'train')")
+
+
+def _looks_like_tokenizer(p: Path) -> Path:
+    """``p`` when its first bytes are those of a tokenizer.json (a JSON object) or of a
+    SentencePiece model (a protobuf whose first field is a piece, byte 0x0A); checked before
+    the file is loaded or copied anywhere, so a large wrong file is refused at once."""
+    with open(p, "rb") as f:
+        head = f.read(4096)
+    if head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] == b"{" or (p.suffix == ".model" and head[:1] == b"\n"):
+        return p
+    raise TokenizerError(f"{p} is not a tokenizer (neither a tokenizer.json nor a SentencePiece .model)")
 
 
 def _config_token(value: Any) -> str | None:

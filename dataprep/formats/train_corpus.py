@@ -43,18 +43,22 @@ def iter_texts(inputs: list[str]) -> Iterator[str]:
     from dataprep import stage as registry
     from dataprep.plan import expand_inputs, make_plan
     from dataprep.recipe import load_recipe
-    from dataprep.stage import ReadReport
+    from dataprep.stage import ReadReport, read_task
     from dataprep.stats import StageStats
 
     recipe = load_recipe("default")
     report = ReadReport(StageStats(), "skip")
     plan = make_plan(expand_inputs(raw), recipe, report)
     readers: dict[str, registry.Reader] = {}
+
+    def reader(name: str) -> registry.Reader:
+        if name not in readers:
+            cls = registry.get(name)
+            readers[name] = cls(recipe.reader_params(cls))
+        return readers[name]
+
     for split in plan.tasks:
-        if split.reader not in readers:
-            cls = registry.get(split.reader)
-            readers[split.reader] = cls(recipe.reader_params(cls))
-        for doc in readers[split.reader].read(split, report):
+        for doc in read_task(split, reader, report):
             yield doc.text
 
 
@@ -93,5 +97,26 @@ def train_tokenizer_command(
             "seen_bytes": sample.seen_bytes,
         },
     )
+    got = _vocab_of(path)
+    if got is not None and got < vocab_size:
+        print(
+            f"warning: the tokenizer has {got:,} ids, fewer than the {vocab_size:,} asked: the sample "
+            "holds too little distinct text for more (give more text or a smaller --vocab-size)",
+            file=sys.stderr,
+        )
     print(f"{path} ({time.monotonic() - started:.1f}s)")
+
+
+def _vocab_of(path: Path) -> int | None:
+    """The number of ids of a trained tokenizer file, None when it cannot be told."""
+    try:
+        if path.suffix == ".json":
+            from tokenizers import Tokenizer
+
+            return Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
+        import sentencepiece as spm
+
+        return spm.SentencePieceProcessor(model_file=str(path)).get_piece_size()
+    except Exception:
+        return None
     return 0

@@ -18,6 +18,7 @@ EXIT_USAGE = 2
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
+    from dataprep.docstore import WorkMismatch
     from dataprep.executor import RunError, prepare
     from dataprep.plan import InputNotFound
     from dataprep.recipe import load_recipe
@@ -49,7 +50,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     except (RecipeError, InputNotFound) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (InputError, RunError) as e:
+    except (InputError, RunError, WorkMismatch) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except OSError as e:  # e.g. a full disk, a lost mount: the run stopped where it was

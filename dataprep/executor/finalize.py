@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from dataprep import __version__
+from dataprep.docstore import refused, sha256_of
 from dataprep.executor.context import RunContext
 from dataprep.executor.merge import collect_stats, length_entries, stage_entries
 from dataprep.executor.passes import DECIDE_TASK, READ_LABEL, Pass
@@ -68,7 +69,11 @@ def _gather_files(ctx: RunContext, passes: list[Pass], stopped: bool) -> None:
     if not stopped and (last.compute is None or not getattr(ctx.stages[last.compute], "terminal", False)):
         for t in task_ids:
             (final / "documents").mkdir(exist_ok=True)
-            os.link(run.docs(last.index, t, final=True), final / "documents" / f"{t}.parquet")
+            docs = run.docs(last.index, t, final=True)
+            recorded = json.loads(run.marker(last.index, t).read_text()).get("docs_sha256")
+            if sha256_of(docs) != recorded:
+                raise refused(docs, "its sha256 differs from the one its completion marker records")
+            os.link(docs, final / "documents" / f"{t}.parquet")
     for label in [READ_LABEL, *ctx.labels]:
         parts = [
             run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in [*task_ids, DECIDE_TASK]

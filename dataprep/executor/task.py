@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprep import stage as registry
-from dataprep.docstore import DocWriter, RejectedWriter, read_docs
+from dataprep.docstore import DocWriter, RejectedWriter, read_docs, refused
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.io import write_text_atomic
@@ -161,6 +161,15 @@ def young_collections_every(allocations: int) -> Iterator[None]:
         gc.set_threshold(*previous)
 
 
+def _docs_sha256(run: RunDir, pass_index: int, task_id: str) -> str:
+    """The sha256 that the completion marker of a task records for the documents it wrote."""
+    marker = run.marker(pass_index, task_id)
+    digest = json.loads(marker.read_text()).get("docs_sha256")
+    if not isinstance(digest, str):
+        raise refused(marker, "it records no sha256 for the documents of its task")
+    return digest
+
+
 def run_task(
     out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
 ) -> None:
@@ -209,7 +218,9 @@ def _run_task(
             state.reader(split.reader).read(split, report), batch_size
         )
     else:
-        source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
+        source = read_docs(
+            run.docs(pass_index - 1, task_id), batch_size, _docs_sha256(run, pass_index - 1, task_id)
+        )
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
     last_pass = pass_index == len(state.passes) - 1
     writer = None if terminal else DocWriter(run.docs(pass_index, task_id, final=last_pass))
@@ -273,6 +284,7 @@ def _run_task(
         "samples": report.samples,
         "kept_lengths": kept_lengths.to_json(),
         "docs_written": writer.docs if writer is not None else 0,
+        "docs_sha256": writer.sha256 if writer is not None else None,
         "cpu_seconds": dict(cpu),
     }
     write_text_atomic(run.marker(pass_index, task_id), json.dumps(marker, ensure_ascii=False))

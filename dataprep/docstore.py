@@ -156,10 +156,11 @@ def _frames(path: Path, sha256: str | None) -> Iterator[list[Document]]:
             reader = pa.ipc.open_stream(data)
             if not reader.schema.equals(_schema()):
                 raise refused(path, "its columns are not those of a frames file")
-            for batch in reader:
-                yield _documents(batch)
-        except pa.ArrowInvalid as e:
+            batches = list(reader)  # parsed (buffers only, no copy) before any document is yielded
+        except (pa.ArrowException, OSError) as e:  # Arrow reports malformed messages as OSError
             raise refused(path, f"not a frames file ({e})") from None
+        for batch in batches:
+            yield _documents(batch)
 
 
 def _documents(batch: Any) -> list[Document]:

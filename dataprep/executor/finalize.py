@@ -16,7 +16,7 @@ from dataprep import __version__
 from dataprep.docstore import refused, sha256_of
 from dataprep.executor.context import RunContext
 from dataprep.executor.merge import collect_stats, length_entries, stage_entries
-from dataprep.executor.passes import DECIDE_TASK, READ_LABEL, Pass
+from dataprep.executor.passes import DECIDE_TASK, OUTPUTS_RECORD, READ_LABEL, Pass
 from dataprep.formats.manifest import Manifest
 from dataprep.io import write_text_atomic
 from dataprep.outcome import nothing_left_message, read_hint
@@ -48,6 +48,8 @@ def finalize(
         final / "recipe.yaml", yaml.safe_dump(ctx.recipe.resolved(), allow_unicode=True, sort_keys=False)
     )
     write_report(final, stats, manifest, drawn)
+    names = sorted({e.name for e in final.iterdir()} | {"timings.json"})
+    write_text_atomic(ctx.run.work / OUTPUTS_RECORD, json.dumps(names))  # before any of them moves
     for entry in sorted(final.iterdir()):
         target = ctx.run.out / entry.name
         if target.is_dir():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 import operator
 import time
@@ -161,6 +162,22 @@ def young_collections_every(allocations: int) -> Iterator[None]:
         gc.set_threshold(*previous)
 
 
+def _run_id(state: _WorkerState) -> str:
+    return run_id(*state.key)
+
+
+def run_id(recipe_hash: str, inputs: Any) -> str:
+    """What a completion marker names its run by: the sha256 of the recipe hash and the inputs'
+    fingerprint (the key that decides resuming)."""
+    return hashlib.sha256(json.dumps([recipe_hash, inputs], sort_keys=True).encode()).hexdigest()
+
+
+def check_marker(marker: Path, expected_run: str) -> None:
+    """Refuse (:class:`WorkMismatch`) a completion marker that another run wrote."""
+    if json.loads(marker.read_text()).get("run") != expected_run:
+        raise refused(marker, "it records another recipe, seed or input than this run's")
+
+
 def _docs_sha256(run: RunDir, pass_index: int, task_id: str) -> str:
     """The sha256 that the completion marker of a task records for the documents it wrote."""
     marker = run.marker(pass_index, task_id)
@@ -184,7 +201,9 @@ def _run_task(
     run = RunDir(Path(out))
     state = _state(run)
     task_id = f"t{task_index:05d}"
+    run_id_ = _run_id(state)
     if run.marker(pass_index, task_id).exists():
+        check_marker(run.marker(pass_index, task_id), run_id_)
         return
     recipe, stages, p = state.recipe, state.stages_for(task_index), state.passes[pass_index]
     artifacts = json.loads((run.work / "artifacts.json").read_text())
@@ -279,6 +298,7 @@ def _run_task(
     if pass_index == 0:
         read_stats.histogram("length_chars", LENGTH_EDGES).merge(read_lengths)
     marker = {
+        "run": run_id_,
         "stages": {labels[i]: s.to_json() for i, s in sorted(stats.items())},
         "read": read_stats.to_json() if pass_index == 0 else None,
         "samples": report.samples,

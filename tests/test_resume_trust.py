@@ -193,3 +193,50 @@ def test_work_left_by_a_run_killed_after_completion_is_cleaned_by_the_next(tmp_p
         "plan.json",
         "run.json",
     ]
+    assert json.loads((out / "timings.json").read_text())["peak_out_bytes"] > 0
+
+
+def test_a_full_disk_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from dataprep import stage as registry
+
+    exact = registry.get("exact_dedup")
+    left: list[Path] = []
+
+    def full(self: object, ctx: object) -> None:
+        half = ctx.work_dir / f".keys.bin.tmp{os.getpid()}"  # type: ignore[attr-defined]
+        half.write_bytes(b"x" * 4096)
+        left.append(half)
+        raise OSError(errno.ENOSPC, "No space left on device", str(half))
+
+    monkeypatch.setattr(exact, "decide", full)
+    out = tmp_path / "o"
+    with pytest.raises(OSError, match="No space left"):
+        run([SAMPLE / "reviews"], out, SPLIT_RECIPE)
+    assert left and not left[0].exists()
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name] and not (out / ".final").exists()
+    assert (out / "work" / "pass0" / "done").is_dir() and not (out / ".lock").exists()  # work kept
+
+
+def test_an_overlong_line_of_a_compressed_input_is_dropped_without_being_written(tmp_path: Path) -> None:
+    import gzip
+    import io
+
+    from dataprep.io import decompress_chunks, iter_lines
+
+    limit = 64
+    lines = [b"short\n", b"x" * 3_000_000 + b"\n", b"y" * (limit + 1) + b"\n", b"z" * limit + b"\n"]
+    lines += [b"q" * (limit - 1) + b"\n", b"w" * 5000]  # the last line without its newline
+    data = b"".join(lines * 3)
+    src = tmp_path / "a.jsonl.gz"
+    src.write_bytes(gzip.compress(data))
+    chunks, error = decompress_chunks(src, tmp_path / "c" / "part", 1 << 20, limit)
+    assert not error
+    written = b"".join(p.read_bytes() for p, _, _ in chunks)
+    assert len(written) < 2000  # the 3 MB lines were never written out
+    want = list(iter_lines(io.BytesIO(data), limit))
+    got = list(iter_lines(io.BytesIO(written), limit))
+    assert got == want and None in got  # the same lines, the overlong ones still found too long
+    exact, _ = decompress_chunks(src, tmp_path / "e" / "part", 1 << 20)
+    assert b"".join(p.read_bytes() for p, _, _ in exact) == data

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -249,9 +250,45 @@ def prepare(
     One run at a time holds OUT (:func:`run_lock`); ``overwrite`` and ``resume_only``: see
     :func:`prepare_out`."""
     with run_lock(Path(out).resolve()):
-        return _prepare(
-            inputs, out, recipe, workers, keep_work, quiet, executor, ray_address, overwrite, resume_only
-        )
+        try:
+            return _prepare(
+                inputs, out, recipe, workers, keep_work, quiet, executor, ray_address, overwrite, resume_only
+            )
+        except BaseException:  # a failed run (a full disk included) leaves no half-written file
+            remove_temporaries(RunDir(Path(out).resolve()))
+            raise
+
+
+_TEMPORARY = re.compile(r"^\..+\.tmp\d+$")  # how DocWriter, RejectedWriter and atomic_write name them
+
+
+def remove_temporaries(run: RunDir) -> None:
+    """Delete the half-written files of a stopped run: OUT/.final and every ``.NAME.tmpPID`` file
+    under OUT/work (completed files, markers and the user's files are left alone)."""
+    shutil.rmtree(run.final, ignore_errors=True)
+    if not run.work.is_dir():
+        return
+    for root, _, names in os.walk(run.work):
+        for name in names:
+            if _TEMPORARY.match(name):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(root, name))
+
+
+def disk_use(path: Path) -> int:
+    """Bytes of disk the files under ``path`` occupy (allocated blocks; hard links counted once)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for root, _, names in os.walk(path):
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
 
 
 def _prepare(
@@ -335,6 +372,7 @@ def _prepare(
     t0 = clock.start()
     stats = finalize(ctx, ran, drawn, stopped)
     clock.stop("finalize", t0)
+    ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
     total = time.monotonic() - started
     _write_timings(ctx, total, task_cpu)
     write_text_atomic(run.work / COMPLETE, "{}")
@@ -384,11 +422,14 @@ def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
             deciding.prepare_decide(_driver_context(ctx, warm_ups, p.compute, stats))  # type: ignore[arg-type]
         _run_tasks(ctx, p)
         clock.stop(f"pass{p.index}", t0)
+        ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
         if p is ctx.passes[-1] and undecided:
             t0 = clock.start()
             drawn = draw_ahead(ctx)
             clock.stop("report.draw_ahead", t0)
-        if p.compute is not None and _decide(ctx, warm_ups, p).get("nothing_left"):
+        nothing_left = p.compute is not None and _decide(ctx, warm_ups, p).get("nothing_left")
+        ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
+        if nothing_left:
             ran = ctx.passes[: p.index + 1]
             break
         if not ctx.keep_work:  # what the next pass no longer reads
@@ -551,6 +592,7 @@ def _write_timings(ctx: RunContext, total: float, task_cpu: dict[str, float]) ->
             k: round(v, 2) for k, v in {**clock.driver_cpu, "total": sum(clock.driver_cpu.values())}.items()
         },
         "task_cpu_seconds": task_cpu,
+        "peak_out_bytes": ctx.peak_out_bytes,  # disk use of OUT after every pass, decide and finalize
     }
     write_text_atomic(ctx.run.out / "timings.json", json.dumps(timings, indent=1))
 

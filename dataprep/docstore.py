@@ -227,6 +227,24 @@ def read_docs(path: Path, batch_size: int, sha256: str | None = None) -> Iterato
         yield pending
 
 
+class _HashingFile:
+    """A binary file that hashes (sha256) what is written to it."""
+
+    def __init__(self, f: Any):
+        self._f = f
+        self.hash = hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.hash.update(data)
+        return self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
 class RejectedWriter:
     """Rejected documents of one task, one zstd-compressed JSONL file per stage label.
 
@@ -237,6 +255,7 @@ class RejectedWriter:
     def __init__(self, directory: Path):
         self.directory = directory
         self._files: dict[str, Any] = {}
+        self.sha256: dict[str, str] = {}  # per file name, once closed
 
     def write(self, drop: Drop, stage_label: str) -> None:
         f = self._files.get(stage_label)
@@ -245,7 +264,7 @@ class RejectedWriter:
 
             self.directory.mkdir(parents=True, exist_ok=True)
             tmp = self.directory / f".{stage_label}.jsonl.zst.tmp{os.getpid()}"
-            raw = open(tmp, "wb")  # noqa: SIM115 (closed in close())
+            raw = _HashingFile(open(tmp, "wb"))  # noqa: SIM115 (closed in close())
             f = self._files[stage_label] = (tmp, raw, zstandard.ZstdCompressor(level=3).stream_writer(raw))
         record = {
             "id": drop.doc.id,
@@ -267,6 +286,7 @@ class RejectedWriter:
             zw.flush(zstandard.FLUSH_FRAME)  # a complete frame: files concatenate into a valid stream
             raw.close()
             os.replace(tmp, self.directory / f"{label}.jsonl.zst")
+            self.sha256[f"{label}.jsonl.zst"] = raw.hash.hexdigest()
         self._files.clear()
 
 

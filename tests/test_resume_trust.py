@@ -122,6 +122,10 @@ def test_a_same_size_input_edit_with_its_time_restored_is_detected(tmp_path: Pat
     inputs = [json.loads((d / "manifest.json").read_text())["inputs"] for d in (out, clean)]
     assert inputs[0] == inputs[1] != json.loads(first)["inputs"]
     assert (out / "stats.json").read_bytes() == (clean / "stats.json").read_bytes()
+    from conftest import output_bytes
+
+    a, b = output_bytes(out), output_bytes(clean)
+    assert [k for k in a if a[k] != b.get(k)] == []
 
 
 def test_a_users_files_survive_and_a_users_tokenizer_is_never_replaced(tmp_path: Path) -> None:
@@ -153,7 +157,7 @@ def test_a_second_run_into_the_same_out_refuses_naming_the_holder(tmp_path: Path
 
     recipe = write_recipe(tmp_path / "r.yaml", SPLIT_RECIPE)
     out = tmp_path / "o"
-    cmd = prepare_cmd(SAMPLE / "reviews", out, recipe, "--workers", "1")
+    cmd = prepare_cmd(SAMPLE, out, recipe, "--workers", "1")  # long enough to be overlapped
     first = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not (out / ".lock").exists():
@@ -166,7 +170,7 @@ def test_a_second_run_into_the_same_out_refuses_naming_the_holder(tmp_path: Path
     assert len(lines) == 1 and f"pid {first.pid} on {socket.gethostname()}" in lines[0], second.stderr
     assert not (out / ".lock").exists()
     clean = tmp_path / "clean"
-    run([SAMPLE / "reviews"], clean, SPLIT_RECIPE)
+    run([SAMPLE], clean, SPLIT_RECIPE)
     assert_same_outputs(out, clean)
 
 
@@ -240,3 +244,13 @@ def test_an_overlong_line_of_a_compressed_input_is_dropped_without_being_written
     assert got == want and None in got  # the same lines, the overlong ones still found too long
     exact, _ = decompress_chunks(src, tmp_path / "e" / "part", 1 << 20)
     assert b"".join(p.read_bytes() for p, _, _ in exact) == data
+
+
+def test_an_edited_rejected_part_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    run([SAMPLE / "reviews"], out, SPLIT_RECIPE, keep_work=True)
+    (out / "work" / "complete.json").unlink()  # finalize again from the kept work
+    part = sorted((out / "work").glob("pass*/rejected/*/*.jsonl.zst"))[0]
+    part.write_bytes(part.read_bytes() + b"\0")
+    with pytest.raises(WorkMismatch, match=f"{part.name}.*sha256 differs"):
+        run([SAMPLE / "reviews"], out, SPLIT_RECIPE, keep_work=True)

@@ -3,6 +3,7 @@ OUT/.final and moved into OUT only when complete; and the report's plots drawn a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -76,13 +77,24 @@ def _gather_files(ctx: RunContext, passes: list[Pass], stopped: bool) -> None:
             if sha256_of(docs) != recorded:
                 raise refused(docs, "its sha256 differs from the one its completion marker records")
             os.link(docs, final / "documents" / f"{t}.parquet")
+    records: dict[tuple[int, str], dict[str, str]] = {}
+    for p in passes:
+        for t in task_ids:
+            records[p.index, t] = json.loads(run.marker(p.index, t).read_text()).get("rejected_sha256", {})
+        if run.decided(p.index).exists():
+            records[p.index, DECIDE_TASK] = json.loads(run.decided(p.index).read_text()).get(
+                "rejected_sha256", {}
+            )
     for label in [READ_LABEL, *ctx.labels]:
+        name = f"{label}.jsonl.zst"
         parts = [
-            run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in [*task_ids, DECIDE_TASK]
+            (run.rejected(p.index, t) / name, records.get((p.index, t), {}).get(name))
+            for p in passes
+            for t in [*task_ids, DECIDE_TASK]
         ]
-        parts = [x for x in parts if x.exists()]
+        parts = [(x, digest) for x, digest in parts if x.exists()]
         if parts:
-            concat_files(parts, final / "rejected" / f"{label}.jsonl.zst")
+            concat_files([x for x, _ in parts], final / "rejected" / name, [d for _, d in parts])
 
 
 def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
@@ -192,9 +204,16 @@ def link_tree(src: Path, dst: Path) -> None:
             shutil.copy2(path, target)
 
 
-def concat_files(parts: list[Path], dst: Path) -> None:
+def concat_files(parts: list[Path], dst: Path, sha256: list[str | None] | None = None) -> None:
+    """``parts`` one after the other into ``dst``; with ``sha256`` (one per part), each part must
+    hash to its digest as it is copied, else :class:`WorkMismatch` names it."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     with open(dst, "wb") as out:
-        for part in parts:
+        for k, part in enumerate(parts):
+            h = hashlib.sha256()
             with open(part, "rb") as f:
-                shutil.copyfileobj(f, out, 1 << 20)
+                while block := f.read(1 << 20):
+                    h.update(block)
+                    out.write(block)
+            if sha256 is not None and h.hexdigest() != sha256[k]:
+                raise refused(part, "its sha256 differs from the one its completion marker records")

@@ -18,6 +18,7 @@ import shutil
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from functools import partial
@@ -330,9 +331,13 @@ def _prepare(
         return _succeeded(json.loads((run.out / "stats.json").read_text(encoding="utf-8")), run.out)
     if resumed and not quiet:
         _log(f"resuming the run in {run.out} (completed work is kept)")
+    state_file = run.work / "run.json"
+    started_id = json.loads(state_file.read_text()).get("started", "") if resumed else uuid.uuid4().hex
     write_text_atomic(
-        run.work / "run.json",
-        json.dumps({**fingerprint, "recipe": recipe.resolved()}, ensure_ascii=False, indent=1),
+        state_file,
+        json.dumps(
+            {**fingerprint, "started": started_id, "recipe": recipe.resolved()}, ensure_ascii=False, indent=1
+        ),
     )
     runner = make_executor(executor, workers, ray_address) if isinstance(executor, str) else executor
     with runner:
@@ -454,7 +459,7 @@ def _run_tasks(ctx: RunContext, p: Pass) -> None:
     run, task_ids, plan = ctx.run, ctx.task_ids, ctx.plan
     todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
     saved = json.loads((run.work / "run.json").read_text())
-    expected = run_id(saved["recipe_hash"], saved["inputs"])
+    expected = run_id(saved["recipe_hash"], saved["inputs"], saved.get("started", ""))
     pending = set(todo)
     for i, t in enumerate(task_ids):  # work kept from an earlier process must be this run's
         if i not in pending:
@@ -573,6 +578,7 @@ def _decide(ctx: RunContext, warm_ups: WarmUps, p: Pass) -> dict[str, Any]:
             "artifacts": {k: v for k, v in ctx.artifacts.items() if before.get(k) != v},
             "unkept_lengths": unkept.to_json(),
             "nothing_left": nothing_left,
+            "rejected_sha256": rejected.sha256,
         }
         write_text_atomic(decided, json.dumps(result, ensure_ascii=False))
     ctx.artifacts.update(result["artifacts"])

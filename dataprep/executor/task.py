@@ -41,7 +41,7 @@ class _WorkerState:
         self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
         self.passes = plan_passes(self.stages)
         self.readers: dict[str, registry.Reader] = {}
-        self.key = (state["recipe_hash"], state["inputs"])
+        self.key = (state["recipe_hash"], state["inputs"], state.get("started", ""))
         self._by_source: dict[str, list[Stage]] = {}
 
     def stages_for(self, task_index: int) -> list[Stage]:
@@ -73,7 +73,8 @@ def _state(run: RunDir) -> _WorkerState:
     key = str(run.out)
     state = _STATE.get(key)
     saved = json.loads((run.work / "run.json").read_text())
-    run_key = (saved["recipe_hash"], saved["inputs"])  # same OUT, recipe and inputs: same plan
+    # same OUT, recipe, inputs and start: same plan and stages (a run started over builds them anew)
+    run_key = (saved["recipe_hash"], saved["inputs"], saved.get("started", ""))
     if state is None or state.key != run_key:
         state = _STATE[key] = _WorkerState(run)
     return state
@@ -166,10 +167,12 @@ def _run_id(state: _WorkerState) -> str:
     return run_id(*state.key)
 
 
-def run_id(recipe_hash: str, inputs: Any) -> str:
-    """What a completion marker names its run by: the sha256 of the recipe hash and the inputs'
-    fingerprint (the key that decides resuming)."""
-    return hashlib.sha256(json.dumps([recipe_hash, inputs], sort_keys=True).encode()).hexdigest()
+def run_id(recipe_hash: str, inputs: Any, started: str) -> str:
+    """What a completion marker names its run by: the sha256 of the recipe hash, the inputs'
+    fingerprint and the run's start (a random id drawn when a run starts afresh, kept by resumes),
+    so work of another run, even of the same recipe and inputs, is foreign."""
+    key = json.dumps([recipe_hash, inputs, started], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def check_marker(marker: Path, expected_run: str) -> None:
@@ -305,6 +308,7 @@ def _run_task(
         "kept_lengths": kept_lengths.to_json(),
         "docs_written": writer.docs if writer is not None else 0,
         "docs_sha256": writer.sha256 if writer is not None else None,
+        "rejected_sha256": rejected.sha256,
         "cpu_seconds": dict(cpu),
     }
     write_text_atomic(run.marker(pass_index, task_id), json.dumps(marker, ensure_ascii=False))

@@ -19,6 +19,7 @@ EXIT_USAGE = 2
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
+    from dataprep.docstore import WorkMismatch
     from dataprep.executor import RunError, prepare
     from dataprep.plan import InputNotFound
     from dataprep.recipe import load_recipe
@@ -46,11 +47,13 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             executor=args.executor,
             ray_address=args.ray_address,
+            overwrite=args.overwrite,
+            resume_only=args.resume_only,
         )
     except (RecipeError, InputNotFound) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (InputError, RunError) as e:
+    except (InputError, RunError, WorkMismatch) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except OSError as e:  # e.g. a full disk, a lost mount: the run stopped where it was
@@ -227,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-work", action="store_true", help="keep every pass's intermediate documents in OUT/work"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="when the recipe or inputs changed since the run in OUT, start over, deleting what it wrote",
+    )
+    p.add_argument(
+        "--resume-only", action="store_true", help="resume the run in OUT or fail; never start over"
+    )
     p.set_defaults(func=_cmd_prepare)
 
     p = sub.add_parser("stages", help="list registered stages and their parameters")

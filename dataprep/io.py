@@ -294,10 +294,15 @@ def line_splits(path: str | Path, split_bytes: int) -> list[tuple[int, int, int]
 
 
 def decompress_chunks(
-    path: str | Path, prefix: Path, chunk_bytes: int
+    path: str | Path, prefix: Path, chunk_bytes: int, max_line_bytes: int | None = None
 ) -> tuple[list[tuple[Path, int, int]], str]:
     """Decompress ``path`` into plain files ``<prefix>.NNNNN`` of about ``chunk_bytes``, cut at line
-    ends (a byte-exact copy: over-long lines are copied in pieces, never held whole).
+    ends (over-long lines are copied in pieces, never held whole).
+
+    With ``max_line_bytes``, a line longer than that is cut after ``max_line_bytes + 1`` bytes (its
+    newline kept): :func:`iter_lines` at that limit still finds it too long, on the same line, and
+    the chunks never hold its bytes (a 1 GB line costs a few bytes of disk, not 1 GB). Without it,
+    the copy is byte-exact.
 
     Returns ([(chunk path, first line (1-based), bytes)], error message or "" when the compressed
     data ended early; the chunks hold everything read before the error).
@@ -306,6 +311,8 @@ def decompress_chunks(
     prefix.parent.mkdir(parents=True, exist_ok=True)
     line, error = 1, ""
     out = None
+    keep = None if max_line_bytes is None else max_line_bytes + 1
+    in_line = 0  # bytes of the current line read so far
     with RawInput(path) as f:
         try:
             while True:
@@ -316,8 +323,15 @@ def decompress_chunks(
                     chunk = prefix.with_name(f"{prefix.name}.{len(chunks):05d}")
                     out = open(chunk, "wb")  # noqa: SIM115 (closed below)
                     chunks.append((chunk, line, 0))
-                out.write(piece)
-                if piece.endswith(b"\n"):
+                ends = piece.endswith(b"\n")
+                if keep is None or in_line + len(piece) <= keep:
+                    out.write(piece)
+                else:  # an over-long line: only its first ``keep`` bytes, then its newline
+                    out.write(piece[: max(keep - in_line, 0)])
+                    if ends:
+                        out.write(b"\n")
+                in_line = 0 if ends else in_line + len(piece)
+                if ends:
                     line += 1
                     if out.tell() >= chunk_bytes:
                         out.close()

@@ -430,7 +430,14 @@ def _map(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
     return [fn(x) for x in items]
 
 
-def _decompress_job(job: tuple[str, Path, int]) -> tuple[list[tuple[Path, int, int]], str]:
+def _max_line_bytes(recipe: Recipe, task: InputSplit) -> int | None:
+    """The reader's line limit for a task, when its parameters have one."""
+    params = recipe.reader_params(registry.get(task.reader))
+    limit = getattr(params, "max_line_bytes", None)
+    return limit if isinstance(limit, int) else None
+
+
+def _decompress_job(job: tuple[str, Path, int, int | None]) -> tuple[list[tuple[Path, int, int]], str]:
     """:func:`decompress_chunks` of one file (module level: runs on a worker)."""
     return decompress_chunks(*job)
 
@@ -457,7 +464,9 @@ def _chunk_compressed(
         )
 
     todo = [k for k, t in enumerate(tasks) if chunked(t)]
-    jobs = [(tasks[k].path, scratch / f"{k:05d}", chunk_bytes) for k in todo]
+    jobs = [
+        (tasks[k].path, scratch / f"{k:05d}", chunk_bytes, _max_line_bytes(recipe, tasks[k])) for k in todo
+    ]
     done = dict(zip(todo, parallel_map(_decompress_job, jobs), strict=True))
     out: list[InputSplit] = []
     for k, t in enumerate(tasks):

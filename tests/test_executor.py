@@ -79,7 +79,12 @@ def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
 def test_finished_run_leaves_no_intermediates_and_a_rerun_changes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE], out, SPLIT_RECIPE)
-    assert sorted(p.name for p in (out / "work").iterdir()) == ["complete.json", "run.json"]
+    assert sorted(p.name for p in (out / "work").iterdir()) == [
+        "complete.json",
+        "outputs.json",
+        "plan.json",
+        "run.json",
+    ]
     first = output_bytes(out)
     timings = (out / "timings.json").read_text()
     cpu = json.loads(timings)["task_cpu_seconds"]  # where the workers' CPU went, per stage
@@ -99,7 +104,7 @@ def test_changed_recipe_starts_over(tmp_path: Path) -> None:
     run([SAMPLE / "reviews"], out, SPLIT_RECIPE)
     r = recipe_with(split_bytes=1 << 16)
     r["stages"][-1]["pack"]["seq_length"] = 32
-    run([SAMPLE / "reviews"], out, r)
+    run([SAMPLE / "reviews"], out, r, overwrite=True)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["shards"]["seq_length"] == 32
 

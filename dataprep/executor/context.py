@@ -37,6 +37,7 @@ class RunContext:
     workers: int
     quiet: bool = False
     keep_work: bool = False
+    peak_out_bytes: int = 0  # the most disk OUT used at a pass, decide or finalize end
     artifacts: dict[str, Any] = field(default_factory=dict)
     driver_stats: dict[str, StageStats] = field(default_factory=dict)
     manifest_parts: list[dict[str, Any]] = field(default_factory=list)

@@ -3,6 +3,7 @@ OUT/.final and moved into OUT only when complete; and the report's plots drawn a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -13,9 +14,10 @@ from typing import Any
 import yaml
 
 from dataprep import __version__
+from dataprep.docstore import refused, sha256_of
 from dataprep.executor.context import RunContext
 from dataprep.executor.merge import collect_stats, length_entries, stage_entries
-from dataprep.executor.passes import DECIDE_TASK, READ_LABEL, Pass
+from dataprep.executor.passes import DECIDE_TASK, OUTPUTS_RECORD, READ_LABEL, Pass
 from dataprep.formats.manifest import Manifest
 from dataprep.io import write_text_atomic
 from dataprep.outcome import nothing_left_message, read_hint
@@ -47,6 +49,8 @@ def finalize(
         final / "recipe.yaml", yaml.safe_dump(ctx.recipe.resolved(), allow_unicode=True, sort_keys=False)
     )
     write_report(final, stats, manifest, drawn)
+    names = sorted({e.name for e in final.iterdir()} | {"timings.json"})
+    write_text_atomic(ctx.run.work / OUTPUTS_RECORD, json.dumps(names))  # before any of them moves
     for entry in sorted(final.iterdir()):
         target = ctx.run.out / entry.name
         if target.is_dir():
@@ -68,14 +72,29 @@ def _gather_files(ctx: RunContext, passes: list[Pass], stopped: bool) -> None:
     if not stopped and (last.compute is None or not getattr(ctx.stages[last.compute], "terminal", False)):
         for t in task_ids:
             (final / "documents").mkdir(exist_ok=True)
-            os.link(run.docs(last.index, t, final=True), final / "documents" / f"{t}.parquet")
+            docs = run.docs(last.index, t, final=True)
+            recorded = json.loads(run.marker(last.index, t).read_text()).get("docs_sha256")
+            if sha256_of(docs) != recorded:
+                raise refused(docs, "its sha256 differs from the one its completion marker records")
+            os.link(docs, final / "documents" / f"{t}.parquet")
+    records: dict[tuple[int, str], dict[str, str]] = {}
+    for p in passes:
+        for t in task_ids:
+            records[p.index, t] = json.loads(run.marker(p.index, t).read_text()).get("rejected_sha256", {})
+        if run.decided(p.index).exists():
+            records[p.index, DECIDE_TASK] = json.loads(run.decided(p.index).read_text()).get(
+                "rejected_sha256", {}
+            )
     for label in [READ_LABEL, *ctx.labels]:
+        name = f"{label}.jsonl.zst"
         parts = [
-            run.rejected(p.index, t) / f"{label}.jsonl.zst" for p in passes for t in [*task_ids, DECIDE_TASK]
+            (run.rejected(p.index, t) / name, records.get((p.index, t), {}).get(name))
+            for p in passes
+            for t in [*task_ids, DECIDE_TASK]
         ]
-        parts = [x for x in parts if x.exists()]
+        parts = [(x, digest) for x, digest in parts if x.exists()]
         if parts:
-            concat_files(parts, final / "rejected" / f"{label}.jsonl.zst")
+            concat_files([x for x, _ in parts], final / "rejected" / name, [d for _, d in parts])
 
 
 def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
@@ -185,9 +204,16 @@ def link_tree(src: Path, dst: Path) -> None:
             shutil.copy2(path, target)
 
 
-def concat_files(parts: list[Path], dst: Path) -> None:
+def concat_files(parts: list[Path], dst: Path, sha256: list[str | None] | None = None) -> None:
+    """``parts`` one after the other into ``dst``; with ``sha256`` (one per part), each part must
+    hash to its digest as it is copied, else :class:`WorkMismatch` names it."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     with open(dst, "wb") as out:
-        for part in parts:
+        for k, part in enumerate(parts):
+            h = hashlib.sha256()
             with open(part, "rb") as f:
-                shutil.copyfileobj(f, out, 1 << 20)
+                while block := f.read(1 << 20):
+                    h.update(block)
+                    out.write(block)
+            if sha256 is not None and h.hexdigest() != sha256[k]:
+                raise refused(part, "its sha256 differs from the one its completion marker records")

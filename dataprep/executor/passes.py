@@ -16,6 +16,7 @@ from dataprep.stage import GlobalStage, Stage
 READ_LABEL = "read"
 IO_CPU = "(read, parse, write documents)"  # a task's CPU seconds outside its stages
 COMPLETE = "complete.json"  # in OUT/work once the outputs are in place
+OUTPUTS_RECORD = "outputs.json"  # in OUT/work: the entries of OUT a run put there (before moving them)
 DECIDE_TASK = "decide"  # names a pass's rejected/ directory for the documents its decide drops
 OUTPUT_ENTRIES = (
     "manifest.json",

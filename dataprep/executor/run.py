@@ -9,12 +9,17 @@ Order of a run: make OUT ready (resume a compatible earlier run, or start over),
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
+import socket
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
@@ -28,10 +33,19 @@ from dataprep.executor.base import Executor, make_executor
 from dataprep.executor.context import RunContext
 from dataprep.executor.finalize import draw_ahead, finalize
 from dataprep.executor.merge import cpu_seconds
-from dataprep.executor.passes import COMPLETE, DECIDE_TASK, OUTPUT_ENTRIES, Pass, RunDir, plan_passes
+from dataprep.executor.passes import (
+    COMPLETE,
+    DECIDE_TASK,
+    OUTPUT_ENTRIES,
+    OUTPUTS_RECORD,
+    Pass,
+    RunDir,
+    plan_passes,
+)
+from dataprep.executor.task import check_marker, run_id
 from dataprep.executor.timing import PhaseClock
 from dataprep.executor.warmup import WarmUps
-from dataprep.io import write_text_atomic
+from dataprep.io import file_sha256, write_text_atomic
 from dataprep.plan import InputFile, Plan, expand_inputs, input_holding, make_plan, source_files
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe
@@ -84,28 +98,140 @@ def plan_run(
     return plan, stats, report.samples
 
 
-def prepare_out(run: RunDir, fingerprint: dict[str, Any]) -> bool:
-    """Make OUT ready; True when resuming a compatible earlier run."""
+LOCK = ".lock"
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.lock`` (pid, host, start time) for the block: one run per OUT. A lock left by a
+    process of this host that no longer exists is taken over; a live holder (or one on another
+    host) makes this raise RunError naming it. The lock is removed on leaving, if still ours."""
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK
+    host = socket.gethostname()
+    mine = {"pid": os.getpid(), "host": host, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                holder = json.loads(lock.read_text())
+            except (OSError, ValueError):
+                holder = {}
+            pid = holder.get("pid")
+            if holder.get("host") == host and isinstance(pid, int) and not _alive(pid):
+                _log(f"{lock}: taking over the lock of process {pid}, which no longer runs")
+                lock.unlink(missing_ok=True)
+                continue
+            raise RunError(
+                f"{lock}: another run is writing into {out} (pid {holder.get('pid')} on "
+                f"{holder.get('host')}, since {holder.get('started')}); wait for it to end, or "
+                "remove the lock if that process is gone"
+            ) from None
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(mine))
+        break
+    try:
+        yield
+    finally:
+        try:
+            if json.loads(lock.read_text()).get("pid") == os.getpid():
+                lock.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _recorded_outputs(run: RunDir) -> set[str]:
+    """The entries of OUT that the previous run there recorded as its own."""
+    record = run.work / OUTPUTS_RECORD
+    try:
+        names = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {n for n in names if n in OUTPUT_ENTRIES}  # never more than dataprep's own names
+
+
+def changed_inputs(run: RunDir) -> list[str]:
+    """Input files whose content's sha256 differs from the one the plan of the run in OUT
+    recorded (whatever their size and time), or which are gone."""
+    plan_file = run.work / "plan.json"
+    if not plan_file.exists():
+        return []
+    plan = Plan.from_json(json.loads(plan_file.read_text())["plan"])
+    changed = []
+    for f in plan.files:
+        try:
+            digest: str | None = file_sha256(f.path)
+        except OSError:
+            digest = None
+        if digest != plan.sha256.get(f.rel):
+            changed.append(f.rel)
+    return changed
+
+
+def prepare_out(
+    run: RunDir, fingerprint: dict[str, Any], overwrite: bool = False, resume_only: bool = False
+) -> bool:
+    """Make OUT ready; True when resuming a compatible earlier run. Starting over where an earlier
+    run left work or outputs needs ``overwrite`` (else RunError listing what would go) and removes
+    only what that run recorded as its own; ``resume_only`` refuses anything but resuming. An entry
+    of OUT that no run recorded is never touched; one that carries a name of dataprep's outputs
+    makes the run refuse (the outputs would replace it)."""
     state_file = run.work / "run.json"
+    why = ""
     if state_file.exists():
         previous = json.loads(state_file.read_text())
-        if {k: previous.get(k) for k in fingerprint} == fingerprint:
-            return True
-        _log(f"{run.out}: the recipe, seed or inputs changed since the last run there; starting over")
-    elif run.out.exists() and any(run.out.iterdir()):
-        known = set(OUTPUT_ENTRIES) | {"work", ".final"}
-        foreign = sorted(p.name for p in run.out.iterdir() if p.name not in known)
+        if {k: previous.get(k) for k in fingerprint} != fingerprint:
+            why = "the recipe, seed or inputs (their sizes or times) changed since the last run there"
+        else:
+            changed = changed_inputs(run)
+            if not changed:
+                return True
+            why = f"the content of {', '.join(changed[:3])} changed since the last run there (sha256)"
+    ours = _recorded_outputs(run) if state_file.exists() else set()
+    present = {p.name for p in run.out.iterdir()} if run.out.exists() else set()
+    clashing = sorted(n for n in present & set(OUTPUT_ENTRIES) if n not in ours)
+    if not state_file.exists():
+        foreign = sorted(n for n in present if n not in ("work", ".final", LOCK))
         if foreign:
             raise RunError(
                 f"{run.out} already holds files that dataprep did not write ({', '.join(foreign[:5])}); "
                 "choose another --out"
             )
-    for name in [*OUTPUT_ENTRIES, "work", ".final"]:
-        path = run.out / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    elif clashing:
+        raise RunError(
+            f"{run.out} holds {', '.join(clashing)}, which the last run there did not write and this "
+            "run's outputs would replace; move it away or choose another --out"
+        )
+    if why:
+        if resume_only:
+            raise RunError(f"{run.out}: {why}; not resuming (--resume-only); rerun without it to start over")
+        doomed = sorted(ours | ({"work"} if run.work.exists() else set()) | ({".final"} & present))
+        if not overwrite:
+            raise RunError(
+                f"{run.out}: {why}; starting over would delete {', '.join(doomed)}; "
+                "rerun with --overwrite to do so, or choose another --out"
+            )
+        _log(f"{run.out}: {why}; starting over (deleting {', '.join(doomed)})")
+        for name in doomed:
+            path = run.out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    elif resume_only and not state_file.exists():
+        raise RunError(f"{run.out}: no run to resume there (--resume-only)")
+    shutil.rmtree(run.final, ignore_errors=True)
     run.work.mkdir(parents=True, exist_ok=True)
     return False
 
@@ -119,13 +245,71 @@ def prepare(
     quiet: bool = False,
     executor: str | Executor = "local",
     ray_address: str | None = None,
+    overwrite: bool = False,
+    resume_only: bool = False,
 ) -> dict[str, Any]:
     """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json.
     ``executor``: 'local' or 'ray' (:func:`make_executor`), or an :class:`Executor` to run on
     (closed at the end).
     A run that ends with no document left writes its outputs (stats.json, report.html, rejected/)
     and raises NothingLeftError, whose one line counts the documents read, the drops by reason
-    (with where the largest reason's first drop came from) and says what to change."""
+    (with where the largest reason's first drop came from) and says what to change.
+    One run at a time holds OUT (:func:`run_lock`); ``overwrite`` and ``resume_only``: see
+    :func:`prepare_out`."""
+    with run_lock(Path(out).resolve()):
+        try:
+            return _prepare(
+                inputs, out, recipe, workers, keep_work, quiet, executor, ray_address, overwrite, resume_only
+            )
+        except BaseException:  # a failed run (a full disk included) leaves no half-written file
+            remove_temporaries(RunDir(Path(out).resolve()))
+            raise
+
+
+_TEMPORARY = re.compile(r"^\..+\.tmp\d+$")  # how DocWriter, RejectedWriter and atomic_write name them
+
+
+def remove_temporaries(run: RunDir) -> None:
+    """Delete the half-written files of a stopped run: OUT/.final and every ``.NAME.tmpPID`` file
+    under OUT/work (completed files, markers and the user's files are left alone)."""
+    shutil.rmtree(run.final, ignore_errors=True)
+    if not run.work.is_dir():
+        return
+    for root, _, names in os.walk(run.work):
+        for name in names:
+            if _TEMPORARY.match(name):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(root, name))
+
+
+def disk_use(path: Path) -> int:
+    """Bytes of disk the files under ``path`` occupy (allocated blocks; hard links counted once)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for root, _, names in os.walk(path):
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+def _prepare(
+    inputs: list[str],
+    out: str | Path,
+    recipe: Recipe,
+    workers: int | None,
+    keep_work: bool,
+    quiet: bool,
+    executor: str | Executor,
+    ray_address: str | None,
+    overwrite: bool,
+    resume_only: bool,
+) -> dict[str, Any]:
     started = time.monotonic()
     clock = PhaseClock()
     begun = clock.start()
@@ -153,16 +337,22 @@ def prepare(
         "recipe_hash": recipe.hash(),
         "inputs": Plan(files, []).fingerprint(),
     }
-    resumed = prepare_out(run, fingerprint)
+    resumed = prepare_out(run, fingerprint, overwrite, resume_only)
     if resumed and (run.work / COMPLETE).exists() and (run.out / "stats.json").exists():
+        if not keep_work:  # a run stopped between its completion and its clean-up
+            _clean_work(run)
         if not quiet:
             _log(f"{run.out}: this run is already complete (same recipe, seed and inputs); nothing to do")
         return _succeeded(json.loads((run.out / "stats.json").read_text(encoding="utf-8")), run.out)
     if resumed and not quiet:
         _log(f"resuming the run in {run.out} (completed work is kept)")
+    state_file = run.work / "run.json"
+    started_id = json.loads(state_file.read_text()).get("started", "") if resumed else uuid.uuid4().hex
     write_text_atomic(
-        run.work / "run.json",
-        json.dumps({**fingerprint, "recipe": recipe.resolved()}, ensure_ascii=False, indent=1),
+        state_file,
+        json.dumps(
+            {**fingerprint, "started": started_id, "recipe": recipe.resolved()}, ensure_ascii=False, indent=1
+        ),
     )
     runner = make_executor(executor, workers, ray_address) if isinstance(executor, str) else executor
     with runner:
@@ -202,16 +392,24 @@ def prepare(
     t0 = clock.start()
     stats = finalize(ctx, ran, drawn, stopped)
     clock.stop("finalize", t0)
+    ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
     total = time.monotonic() - started
     _write_timings(ctx, total, task_cpu)
     write_text_atomic(run.work / COMPLETE, "{}")
-    if not keep_work:  # intermediates are no longer needed; run.json + COMPLETE make reruns no-ops
-        for entry in run.work.iterdir():
-            if entry.name not in ("run.json", COMPLETE):
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if not keep_work:
+        _clean_work(run)
     if not quiet and "outcome" not in stats:
         _summary(stats, run.out, total)
     return _succeeded(stats, run.out)
+
+
+def _clean_work(run: RunDir) -> None:
+    """Empty OUT/work of the intermediates of a complete run: run.json, COMPLETE, plan.json (with
+    the inputs' sha256) and the record of the outputs stay (they make a rerun a no-op, show a
+    changed input, and name what a later start over may delete)."""
+    for entry in run.work.iterdir():
+        if entry.name not in ("run.json", COMPLETE, OUTPUTS_RECORD, "plan.json"):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
 def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
@@ -244,11 +442,14 @@ def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
             deciding.prepare_decide(_driver_context(ctx, warm_ups, p.compute, stats))  # type: ignore[arg-type]
         _run_tasks(ctx, p)
         clock.stop(f"pass{p.index}", t0)
+        ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
         if p is ctx.passes[-1] and undecided:
             t0 = clock.start()
             drawn = draw_ahead(ctx)
             clock.stop("report.draw_ahead", t0)
-        if p.compute is not None and _decide(ctx, warm_ups, p).get("nothing_left"):
+        nothing_left = p.compute is not None and _decide(ctx, warm_ups, p).get("nothing_left")
+        ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
+        if nothing_left:
             ran = ctx.passes[: p.index + 1]
             break
         if not ctx.keep_work:  # what the next pass no longer reads
@@ -272,6 +473,12 @@ def _run_tasks(ctx: RunContext, p: Pass) -> None:
     progress bar (pass 0: by input bytes, longest task first; later passes: by documents)."""
     run, task_ids, plan = ctx.run, ctx.task_ids, ctx.plan
     todo = [i for i, t in enumerate(task_ids) if not run.marker(p.index, t).exists()]
+    saved = json.loads((run.work / "run.json").read_text())
+    expected = run_id(saved["recipe_hash"], saved["inputs"], saved.get("started", ""))
+    pending = set(todo)
+    for i, t in enumerate(task_ids):  # work kept from an earlier process must be this run's
+        if i not in pending:
+            check_marker(run.marker(p.index, t), expected)
     if not todo:
         return
     names = [ctx.labels[i] for i in [p.apply, *p.maps, p.compute] if i is not None]
@@ -390,6 +597,7 @@ def _decide(ctx: RunContext, warm_ups: WarmUps, p: Pass) -> dict[str, Any]:
             "artifacts": {k: v for k, v in ctx.artifacts.items() if before.get(k) != v},
             "unkept_lengths": unkept.to_json(),
             "nothing_left": nothing_left,
+            "rejected_sha256": rejected.sha256,
         }
         write_text_atomic(decided, json.dumps(result, ensure_ascii=False))
     ctx.artifacts.update(result["artifacts"])
@@ -409,6 +617,7 @@ def _write_timings(ctx: RunContext, total: float, task_cpu: dict[str, float]) ->
             k: round(v, 2) for k, v in {**clock.driver_cpu, "total": sum(clock.driver_cpu.values())}.items()
         },
         "task_cpu_seconds": task_cpu,
+        "peak_out_bytes": ctx.peak_out_bytes,  # disk use of OUT after every pass, decide and finalize
     }
     write_text_atomic(ctx.run.out / "timings.json", json.dumps(timings, indent=1))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 import operator
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprep import stage as registry
-from dataprep.docstore import DocWriter, RejectedWriter, read_docs
+from dataprep.docstore import DocWriter, RejectedWriter, read_docs, refused
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.io import write_text_atomic
@@ -40,7 +41,7 @@ class _WorkerState:
         self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
         self.passes = plan_passes(self.stages)
         self.readers: dict[str, registry.Reader] = {}
-        self.key = (state["recipe_hash"], state["inputs"])
+        self.key = (state["recipe_hash"], state["inputs"], state.get("started", ""))
         self._by_source: dict[str, list[Stage]] = {}
 
     def stages_for(self, task_index: int) -> list[Stage]:
@@ -72,7 +73,8 @@ def _state(run: RunDir) -> _WorkerState:
     key = str(run.out)
     state = _STATE.get(key)
     saved = json.loads((run.work / "run.json").read_text())
-    run_key = (saved["recipe_hash"], saved["inputs"])  # same OUT, recipe and inputs: same plan
+    # same OUT, recipe, inputs and start: same plan and stages (a run started over builds them anew)
+    run_key = (saved["recipe_hash"], saved["inputs"], saved.get("started", ""))
     if state is None or state.key != run_key:
         state = _STATE[key] = _WorkerState(run)
     return state
@@ -161,6 +163,33 @@ def young_collections_every(allocations: int) -> Iterator[None]:
         gc.set_threshold(*previous)
 
 
+def _run_id(state: _WorkerState) -> str:
+    return run_id(*state.key)
+
+
+def run_id(recipe_hash: str, inputs: Any, started: str) -> str:
+    """What a completion marker names its run by: the sha256 of the recipe hash, the inputs'
+    fingerprint and the run's start (a random id drawn when a run starts afresh, kept by resumes),
+    so work of another run, even of the same recipe and inputs, is foreign."""
+    key = json.dumps([recipe_hash, inputs, started], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def check_marker(marker: Path, expected_run: str) -> None:
+    """Refuse (:class:`WorkMismatch`) a completion marker that another run wrote."""
+    if json.loads(marker.read_text()).get("run") != expected_run:
+        raise refused(marker, "it records another recipe, seed or input than this run's")
+
+
+def _docs_sha256(run: RunDir, pass_index: int, task_id: str) -> str:
+    """The sha256 that the completion marker of a task records for the documents it wrote."""
+    marker = run.marker(pass_index, task_id)
+    digest = json.loads(marker.read_text()).get("docs_sha256")
+    if not isinstance(digest, str):
+        raise refused(marker, "it records no sha256 for the documents of its task")
+    return digest
+
+
 def run_task(
     out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
 ) -> None:
@@ -175,7 +204,9 @@ def _run_task(
     run = RunDir(Path(out))
     state = _state(run)
     task_id = f"t{task_index:05d}"
+    run_id_ = _run_id(state)
     if run.marker(pass_index, task_id).exists():
+        check_marker(run.marker(pass_index, task_id), run_id_)
         return
     recipe, stages, p = state.recipe, state.stages_for(task_index), state.passes[pass_index]
     artifacts = json.loads((run.work / "artifacts.json").read_text())
@@ -207,7 +238,9 @@ def _run_task(
         split = state.plan.tasks[task_index]
         source: Iterator[list[Document]] = _batches(read_task(split, state.reader, report), batch_size)
     else:
-        source = read_docs(run.docs(pass_index - 1, task_id), batch_size)
+        source = read_docs(
+            run.docs(pass_index - 1, task_id), batch_size, _docs_sha256(run, pass_index - 1, task_id)
+        )
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
     last_pass = pass_index == len(state.passes) - 1
     writer = None if terminal else DocWriter(run.docs(pass_index, task_id, final=last_pass))
@@ -266,11 +299,14 @@ def _run_task(
     if pass_index == 0:
         read_stats.histogram("length_chars", LENGTH_EDGES).merge(read_lengths)
     marker = {
+        "run": run_id_,
         "stages": {labels[i]: s.to_json() for i, s in sorted(stats.items())},
         "read": read_stats.to_json() if pass_index == 0 else None,
         "samples": report.samples,
         "kept_lengths": kept_lengths.to_json(),
         "docs_written": writer.docs if writer is not None else 0,
+        "docs_sha256": writer.sha256 if writer is not None else None,
+        "rejected_sha256": rejected.sha256,
         "cpu_seconds": dict(cpu),
     }
     write_text_atomic(run.marker(pass_index, task_id), json.dumps(marker, ensure_ascii=False))

@@ -256,6 +256,7 @@ def prepare(
     (with where the largest reason's first drop came from) and says what to change.
     One run at a time holds OUT (:func:`run_lock`); ``overwrite`` and ``resume_only``: see
     :func:`prepare_out`."""
+    check_request(inputs, out, recipe)
     with run_lock(Path(out).resolve()):
         try:
             return _prepare(
@@ -264,6 +265,24 @@ def prepare(
         except BaseException:  # a failed run (a full disk included) leaves no half-written file
             remove_temporaries(RunDir(Path(out).resolve()))
             raise
+
+
+def check_request(inputs: list[str], out: str | Path, recipe: Recipe) -> None:
+    """RunError unless the run is well asked for: INPUTs xor the recipe's ``sources:``, OUT not a
+    file and not inside an input. Checked before OUT is created or locked."""
+    if recipe.sources and inputs:
+        raise RunError("the recipe names its inputs under 'sources:'; give no INPUT arguments")
+    if not recipe.sources and not inputs:
+        raise RunError("no INPUT given (and the recipe has no 'sources:')")
+    resolved = Path(out).resolve()
+    if resolved.exists() and not resolved.is_dir():
+        raise RunError(f"--out {out} is a file, not a directory: give a directory (created when missing)")
+    args = [a for s in recipe.sources for a in s.inputs] if recipe.sources else inputs
+    holder = input_holding(resolved, args)
+    if holder is not None:
+        raise RunError(
+            f"--out {out} is inside the input {holder}: give an output directory outside every input"
+        )
 
 
 _TEMPORARY = re.compile(r"^\..+\.tmp\d+$")  # how DocWriter, RejectedWriter and atomic_write name them
@@ -314,18 +333,6 @@ def _prepare(
     clock = PhaseClock()
     begun = clock.start()
     run = RunDir(Path(out).resolve())
-    if recipe.sources and inputs:
-        raise RunError("the recipe names its inputs under 'sources:'; give no INPUT arguments")
-    if not recipe.sources and not inputs:
-        raise RunError("no INPUT given (and the recipe has no 'sources:')")
-    if run.out.exists() and not run.out.is_dir():
-        raise RunError(f"--out {out} is a file, not a directory: give a directory (created when missing)")
-    args = [a for s in recipe.sources for a in s.inputs] if recipe.sources else inputs
-    holder = input_holding(run.out, args)
-    if holder is not None:
-        raise RunError(
-            f"--out {out} is inside the input {holder}: give an output directory outside every input"
-        )
     skipped: list[dict[str, str]] = []
     if recipe.sources:
         files = source_files(recipe, exclude=run.out, skipped=skipped)

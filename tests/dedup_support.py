@@ -33,9 +33,19 @@ def write_inputs(root: Path, files: dict[str, list[dict[str, Any]]]) -> Path:
 
 
 def run(
-    inp: Path, out: Path, stages: list[Any], workers: int = 1, seed: int = 0, **kw: Any
+    inp: Path,
+    out: Path,
+    stages: list[Any],
+    workers: int = 1,
+    seed: int = 0,
+    input_options: dict[str, Any] | None = None,
+    **kw: Any,
 ) -> dict[str, Any]:
-    recipe = parse_recipe({"name": "t", "seed": seed, "stages": stages}, "test")
+    """``prepare`` of ``stages`` over ``inp`` into ``out``; ``input_options``: the recipe's input block."""
+    data: dict[str, Any] = {"name": "t", "seed": seed, "stages": stages}
+    if input_options:
+        data["input"] = input_options
+    recipe = parse_recipe(data, "test")
     return prepare([str(inp)], out, recipe, workers=workers, quiet=True, **kw)
 
 

@@ -105,6 +105,7 @@ def train_tokenizer_command(
             file=sys.stderr,
         )
     print(f"{path} ({time.monotonic() - started:.1f}s)")
+    return 0
 
 
 def _vocab_of(path: Path) -> int | None:
@@ -119,4 +120,3 @@ def _vocab_of(path: Path) -> int | None:
         return spm.SentencePieceProcessor(model_file=str(path)).get_piece_size()
     except Exception:
         return None
-    return 0

@@ -149,7 +149,7 @@ def test_shuffled_validation_run_and_minddataset_shards(setup):
     equal = [f for f in mr if not f.get("remainder")]
     assert len(equal) % 4 == 0 and len({f["rows"] for f in equal}) == 1  # equal shards, multiple of 4
     assert mr[-1].get("remainder") and 0 < mr[-1]["rows"] < len(equal)  # the rows left over
-    assert mr[-1]["path"] == "shards/mindrecord/train-remainder.mindrecord"
+    assert mr[-1]["path"] == "shards/mindrecord/train/train-remainder.mindrecord"
     assert (
         train["rows"]
         == sum(f["rows"] for f in mr)

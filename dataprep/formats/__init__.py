@@ -19,13 +19,16 @@ Row contract (all formats): a row holds ``row_length = seq_length + 1`` token id
 Files (paths relative to OUT, listed with sha256 in the manifest), in the two built-in formats
 (:mod:`dataprep.formats.bin_shards`, :mod:`dataprep.formats.mindrecord_shards`):
 
-* ``shards/mindrecord/<split>-NNNNN.mindrecord`` (+ ``.db``): the three columns as MindRecord
-  fields (loss_mask only for the pad and bestfit packings). Train shards hold equal row counts
-  and their number is a multiple of ``shard_multiple`` (8 by default); the rows left over (fewer
-  than there are shards) are in ``train-remainder.mindrecord``, listed last (``"remainder":
-  true``). Every row of a split is in one of its files: read them all, assigning rows to
-  data-parallel ranks by index (MindDataset's ``num_shards``/``shard_id`` does, padding an
-  uneven split by repeating rows), never whole files to ranks, or the remainder rows go untrained.
+* ``shards/mindrecord/<split>/<split>-NNNNN.mindrecord`` (+ ``.db``), one directory per split:
+  the three columns as MindRecord fields (loss_mask only for the pad and bestfit packings; the
+  exact boundaries are the ``seg_ends`` field, and ``actual_seq_len`` there holds them in
+  MindFormers' fixed-width compressed-EOD form, see :mod:`dataprep.formats.mindrecord`). Train
+  shards hold equal row counts and their number is a multiple of ``shard_multiple`` (8 by
+  default); the rows left over (fewer than there are shards) are in
+  ``train-remainder.mindrecord``, listed last (``"remainder": true``). Every row of a split is
+  in one of its files: read them all, assigning rows to data-parallel ranks by index
+  (MindDataset's ``num_shards``/``shard_id`` does, padding an uneven split by repeating rows),
+  never whole files to ranks, or the remainder rows go untrained.
 * ``shards/bin/<split>-NNNNN.bin``: rows of ``input_ids`` back to back (int32, or uint16 when the
   vocabulary fits: ``shards.dtype``), see :mod:`dataprep.formats.binrows`; with a
   Megatron-compatible ``.idx`` next to it that carries ``actual_seq_len``

@@ -127,12 +127,15 @@ def iter_mindrecord_file(
         masks.clear()
         return batch, mask
 
+    bounds = "actual_seq_len"
     for rec in read_rows(path):
+        if "seg_ends" in rec:  # files of dataprep's writer; see dataprep.formats.mindrecord
+            bounds = "seg_ends"
         ids = np.asarray(rec["input_ids"], dtype=np.int32)
         if len(ids) != row_length:
             raise ValueError(f"{path}: a row holds {len(ids)} tokens, expected {row_length}")
         tokens.append(ids)
-        ends.append(np.asarray(rec["actual_seq_len"], dtype=np.int32))
+        ends.append(np.asarray(rec[bounds], dtype=np.int32))
         if "loss_mask" in rec:
             masks.append(np.asarray(rec["loss_mask"], dtype=np.int32))
         if len(tokens) >= block_rows:

@@ -394,7 +394,7 @@ class Manifest:
 def find_manifest(path: str | Path) -> Path:
     """manifest.json of an output directory, or of the directory a shard file sits in (or above)."""
     p = Path(path).resolve()
-    for d in [p, *list(p.parents)[:3]]:
+    for d in [p, *list(p.parents)[:4]]:
         candidate = d / "manifest.json" if d.is_dir() else d.parent / "manifest.json"
         if candidate.is_file():
             return candidate

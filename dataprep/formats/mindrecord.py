@@ -1,9 +1,24 @@
 """MindRecord shards: one standalone MindRecord file (plus its ``.db`` index) per shard.
 
-Schema: ``input_ids`` int32 [-1] (row_length values), ``actual_seq_len`` int32 [-1],
-``loss_mask`` int32 [-1] (row_length values) when the packing pads rows, and ``source_id`` int32
-(a scalar) when the recipe mixes sources. Read them with
-``mindspore.dataset.MindDataset(mindrecord_files(out, split), num_shards=dp, shard_id=rank)``.
+Schema:
+
+* ``input_ids`` int32 [-1] (row_length = seq_length + 1 values);
+* ``actual_seq_len`` int32 [EOD_PAD_LENGTH = 128]: the row's document boundaries in the form
+  MindFormers' compressed-EOD path reads (its ``GPTDataset`` with ``create_compressed_eod_mask``,
+  ``_get_eod_attention_mask``; the packed ``HFDataLoader``, ``_get_packed_data``): the end offset
+  of every document piece that ends inside the first seq_length tokens (the model's input,
+  ``input_ids[:-1]``), ascending, then padded with seq_length to the fixed width of
+  MindFormers' default ``eod_pad_length`` / ``compressed_eod_mask_length`` (128). A boundary
+  at seq_length or later is not written (MindFormers drops the final one too), so every row's
+  values are < seq_length followed by seq_length's, and rows batch without a per-batch map;
+* ``seg_ends`` int32 [-1]: the exact boundaries (the row contract's ``actual_seq_len``, see
+  :mod:`dataprep.formats.rows`: one cumulative end per document piece, the last one the row's
+  real tokens), which verify, inspect and pretrain/ read;
+* ``loss_mask`` int32 [-1] (row_length values) when the packing pads rows, and ``source_id``
+  int32 (a scalar) when the recipe mixes sources.
+
+Read them with ``mindspore.dataset.MindDataset(mindrecord_files(out, split), ...)``, or point
+MindFormers' ``dataset_dir`` at ``shards/mindrecord/<split>/`` (docs/use-with-trainers.md).
 
 A MindRecord file's header stores its own bare file name, so files must never be renamed after
 ``commit()``; :class:`MindRecordShardWriter` writes into a staging directory and moves the whole
@@ -22,7 +37,8 @@ import numpy as np
 
 from dataprep.formats.rows import RowBatch
 
-COLUMNS = ("input_ids", "actual_seq_len", "loss_mask")
+COLUMNS = ("input_ids", "actual_seq_len", "seg_ends", "loss_mask")
+EOD_PAD_LENGTH = 128  # MindFormers' default eod_pad_length / compressed_eod_mask_length
 WRITE_BATCH_ROWS = 1024
 HEADER_BYTES = 1 << 20  # page metadata; MindSpore's default (16 MB) makes every file at least that big
 PAGE_BYTES = 8 << 20  # one row (all columns) must fit a page: 8 MB holds rows of up to ~1M tokens
@@ -31,7 +47,8 @@ PAGE_BYTES = 8 << 20  # one row (all columns) must fit a page: 8 MB holds rows o
 def schema(with_loss_mask: bool, with_source_id: bool = False) -> dict[str, dict[str, Any]]:
     fields: dict[str, dict[str, Any]] = {
         "input_ids": {"type": "int32", "shape": [-1]},
-        "actual_seq_len": {"type": "int32", "shape": [-1]},
+        "actual_seq_len": {"type": "int32", "shape": [EOD_PAD_LENGTH]},
+        "seg_ends": {"type": "int32", "shape": [-1]},
     }
     if with_loss_mask:
         fields["loss_mask"] = {"type": "int32", "shape": [-1]}
@@ -75,7 +92,12 @@ class MindRecordFile:
             hi = min(n, lo + WRITE_BATCH_ROWS)
             records = []
             for i in range(lo, hi):
-                rec = {"input_ids": tokens[i], "actual_seq_len": ends[off[i] : off[i + 1]]}
+                row_ends = ends[off[i] : off[i + 1]]
+                rec = {
+                    "input_ids": tokens[i],
+                    "actual_seq_len": compressed_eod(row_ends, tokens.shape[1] - 1, self.path),
+                    "seg_ends": row_ends,
+                }
                 if masks is not None:
                     rec["loss_mask"] = masks[i]
                 if self.with_source_id:
@@ -88,6 +110,22 @@ class MindRecordFile:
 
     def commit(self) -> None:
         self._writer.commit()
+
+
+def compressed_eod(seg_ends: np.ndarray, seq_length: int, path: Path | str = "") -> np.ndarray:
+    """int32 [EOD_PAD_LENGTH]: one row's boundaries (``seg_ends``: cumulative piece ends in the
+    row) as MindFormers' compressed-EOD ``actual_seq_len``: the ends below ``seq_length``, then
+    ``seq_length`` up to the fixed width (as MindFormers' ``_get_eod_attention_mask`` pads).
+    ValueError naming ``path`` when a row has more boundaries than the width holds."""
+    inside = seg_ends[seg_ends < seq_length]
+    if len(inside) > EOD_PAD_LENGTH:
+        raise ValueError(
+            f"{path}: a row holds {len(inside)} document boundaries, more than the {EOD_PAD_LENGTH} of "
+            "MindFormers' compressed-EOD actual_seq_len; use longer documents or a shorter seq_length"
+        )
+    out = np.full(EOD_PAD_LENGTH, seq_length, dtype=np.int32)
+    out[: len(inside)] = inside
+    return out
 
 
 def _trust_rows(writer: Any) -> None:

@@ -1,6 +1,8 @@
-"""The ``mindrecord`` shard format: shards/mindrecord/<split>-NNNNN.mindrecord (+ .db; and
-<split>-remainder.mindrecord, see :mod:`dataprep.formats.shardplan`), one standalone file per
+"""The ``mindrecord`` shard format: shards/mindrecord/<split>/<split>-NNNNN.mindrecord (+ .db;
+and <split>-remainder.mindrecord, see :mod:`dataprep.formats.shardplan`), one standalone file per
 shard, following the shard plan so files line up with every other format's files row for row.
+One directory per split, so that a trainer given a directory (MindFormers' ``dataset_dir``, which
+takes every ``*.mindrecord`` file below it) reads one split and nothing else.
 
 Files are written wherever the shard-file jobs run (MindSpore's import, ~1-3 s, is run ahead
 with ``warm_up`` in the driver or the pool's workers while the tokenizer trains), into
@@ -97,7 +99,8 @@ _ALONE = [False]  # whether this process imported the MindRecord modules alone
 
 
 class MindRecordShardWriter(ShardWriter):
-    """Rows as MindRecord (input_ids, actual_seq_len, loss_mask when padding): shards/mindrecord/."""
+    """Rows as MindRecord (see :mod:`dataprep.formats.mindrecord` for the columns):
+    shards/mindrecord/<split>/."""
 
     name = "mindrecord"
     warm_up = staticmethod(import_mindrecord)
@@ -114,7 +117,9 @@ class MindRecordShardWriter(ShardWriter):
 
     def open_file(self, split: str, k: int) -> Any:
         import_mindrecord()
-        path = self.staging / f"{file_stem(self.meta, split, k)}.mindrecord"
+        directory = self.staging / split
+        directory.mkdir(exist_ok=True)
+        path = directory / f"{file_stem(self.meta, split, k)}.mindrecord"
         file = MindRecordFile(path, self.meta["with_loss_mask"], bool(self.meta.get("sources")))
         return {"split": split, "file": file, "tokens": 0}
 
@@ -128,7 +133,7 @@ class MindRecordShardWriter(ShardWriter):
         path = mr.path
         db = path.with_name(path.name + ".db")
         return {
-            "path": f"shards/mindrecord/{path.name}",
+            "path": f"shards/mindrecord/{handle['split']}/{path.name}",
             "format": "mindrecord",
             "split": handle["split"],
             "rows": mr.rows,
@@ -136,7 +141,7 @@ class MindRecordShardWriter(ShardWriter):
             "bytes": path.stat().st_size,
             "sha256": file_sha256(path),
             "index": {
-                "path": f"shards/mindrecord/{db.name}",
+                "path": f"shards/mindrecord/{handle['split']}/{db.name}",
                 "bytes": db.stat().st_size,
                 "sha256": file_sha256(db),
             },
@@ -153,7 +158,8 @@ def read_file(data: Path, index: Path | None, meta: FileMeta) -> Iterator[tuple[
 
 
 def mindrecord_columns(split: SplitFiles) -> tuple[str, ...]:
-    """Row columns stored in the split's MindRecord files (from the first file's schema)."""
+    """Row columns stored in the split's MindRecord files (from the first file's schema), by
+    the row contract's names (a ``seg_ends`` field is the contract's ``actual_seq_len``)."""
     from mindspore.mindrecord import FileReader
 
     reader = FileReader(str(split.files[0]))
@@ -163,7 +169,20 @@ def mindrecord_columns(split: SplitFiles) -> tuple[str, ...]:
         reader.close()
     if "input_ids" not in schema:
         raise ShardError(f"{split.files[0]}: MindRecord schema has no 'input_ids' field: {sorted(schema)}")
-    return tuple(c for c in (*ROW_COLUMNS, "source_id") if c in schema)
+    present = set(schema) | ({"actual_seq_len"} if "seg_ends" in schema else set())
+    return tuple(c for c in (*ROW_COLUMNS, "source_id") if c in present)
+
+
+def _bounds_field(split: SplitFiles) -> str:
+    """The field holding a row's exact boundaries: ``seg_ends`` in dataprep's files (whose
+    ``actual_seq_len`` is MindFormers' fixed-width form), ``actual_seq_len`` in older files."""
+    from mindspore.mindrecord import FileReader
+
+    reader = FileReader(str(split.files[0]))
+    try:
+        return "seg_ends" if "seg_ends" in reader.schema() else "actual_seq_len"
+    finally:
+        reader.close()
 
 
 class MindRecordRows:
@@ -173,6 +192,7 @@ class MindRecordRows:
     def __init__(self, split: SplitFiles):
         self.split = split
         self.columns = mindrecord_columns(split)
+        self.bounds = _bounds_field(split)
         self.total_rows = self._size()
 
     def __len__(self) -> int:
@@ -201,7 +221,7 @@ class MindRecordRows:
         idx = indices
         dataset = ds.MindDataset(
             self._files_arg(),
-            columns_list=list(self.columns),
+            columns_list=[self.bounds if c == "actual_seq_len" else c for c in self.columns],
             sampler=ds.SubsetSampler([int(i) for i in idx]),
             num_parallel_workers=1,
         )
@@ -213,7 +233,7 @@ class MindRecordRows:
             if len(buf) == batch_size:
                 yield {
                     "input_ids": np.stack([r["input_ids"] for r in buf]).astype(np.int32),
-                    "actual_seq_len": [r["actual_seq_len"] for r in buf]
+                    "actual_seq_len": [r[self.bounds] for r in buf]
                     if "actual_seq_len" in self.columns
                     else None,
                     "loss_mask": np.stack([r["loss_mask"] for r in buf])

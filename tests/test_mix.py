@@ -199,7 +199,7 @@ def test_source_id_in_mindrecord(tmp_path: Path) -> None:
     _prepare(_recipe(paths, writers=["bin", "mindrecord"]), out)
     from dataprep.formats.mindrecord import read_rows
 
-    files = sorted((out / "shards" / "mindrecord").glob("train-*.mindrecord"))
+    files = sorted((out / "shards" / "mindrecord" / "train").glob("train-*.mindrecord"))
     from_mr = np.concatenate([[int(r["source_id"]) for r in read_rows(f)] for f in files])
     assert np.array_equal(from_mr, _rows(out)["source_id"])
 

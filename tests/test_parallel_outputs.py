@@ -86,7 +86,7 @@ def test_shard_files_written_by_worker_processes_equal_direct_writing(
     with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
         entries = list(pool.map(write_shard_file, jobs))
     wm.MindRecordShardWriter(None, shard_dir, meta).commit()
-    out = shard_dir / "mindrecord"
+    out = shard_dir / "mindrecord" / "train"  # one directory per split
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in direct.iterdir())
     for p in direct.iterdir():
         assert (out / p.name).read_bytes() == p.read_bytes(), p.name

@@ -107,30 +107,12 @@ class DocWriter:
     def _write_parquet(self, docs: list[Document]) -> None:
         import pyarrow as pa
 
-        from dataprep.formats import arrow  # built from buffers: pa.table(dict) imports pandas
-
-        columns = [
-            arrow.strings([d.id for d in docs]),
-            arrow.strings([d.text for d in docs]),
-            arrow.strings([d.source for d in docs]),
-            arrow.strings([d.meta_json() for d in docs]),
-            arrow.int32_lists([None if d.tokens is None else np.asarray(d.tokens) for d in docs]),
-        ]
-        self._writer.write_table(pa.Table.from_arrays(columns, schema=_schema()))
+        self._writer.write_table(pa.Table.from_arrays(_columns(docs), schema=_schema()))
 
     def _write_frame(self, docs: list[Document]) -> None:
         import pyarrow as pa
 
-        from dataprep.formats import arrow
-
-        columns = [
-            arrow.strings([d.id for d in docs]),
-            arrow.strings([d.text for d in docs]),
-            arrow.strings([d.source for d in docs]),
-            arrow.strings([d.meta_json() for d in docs]),
-            arrow.int32_lists([None if d.tokens is None else np.asarray(d.tokens) for d in docs]),
-        ]
-        self._put(pa.RecordBatch.from_arrays(columns, schema=_schema()).serialize())
+        self._put(pa.RecordBatch.from_arrays(_columns(docs), schema=_schema()).serialize())
 
     def close(self) -> None:
         if self.parquet:
@@ -141,6 +123,20 @@ class DocWriter:
             self._writer.close()
             self.sha256 = self._hash.hexdigest()
         os.replace(self.tmp, self.path)
+
+
+def _columns(docs: list[Document]) -> list[Any]:
+    """The Arrow arrays of :func:`_schema` for ``docs`` (built from buffers: pa.table(dict) would
+    import pandas)."""
+    from dataprep.formats import arrow
+
+    return [
+        arrow.strings([d.id for d in docs]),
+        arrow.strings([d.text for d in docs]),
+        arrow.strings([d.source for d in docs]),
+        arrow.strings([d.meta_json() for d in docs]),
+        arrow.int32_lists([None if d.tokens is None else np.asarray(d.tokens) for d in docs]),
+    ]
 
 
 def _frames(path: Path, sha256: str | None) -> Iterator[list[Document]]:

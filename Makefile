@@ -8,18 +8,27 @@ RECIPE ?= default
 WORKERS ?=
 CORPORA ?=
 STAMP  := $(VENV)/.installed
+# MindFormers, for the tests that read our shards with its own dataset code (docs/use-with-trainers.md).
+# Installed without its dependencies: 2.0.0 (the release for MindSpore 2.10) requires hyper-parallel,
+# which no package index has, and its models; its dataset modules need only the `consumers` extra.
+MINDFORMERS ?= mindformers==2.0.0
+CONSUMERS_STAMP := $(VENV)/.consumers-$(subst =,,$(MINDFORMERS))
 
 .PHONY: setup prepare train test bench lint clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(CONSUMERS_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,consumers]'
 	$(BIN)/python -c "import fasttext; assert hasattr(fasttext, 'train_supervised')" 2>/dev/null \
 	  || $(BIN)/python -m pip install --quiet --force-reinstall --no-deps fasttext-wheel==0.9.2
 	touch $(STAMP)
+
+$(CONSUMERS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps '$(MINDFORMERS)'
+	touch $(CONSUMERS_STAMP)
 
 prepare: setup
 	$(BIN)/dataprep prepare $(CORPUS) --out $(OUT) --recipe $(RECIPE) $(if $(WORKERS),--workers $(WORKERS))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -26,6 +27,15 @@ SMALL_RECIPE: dict[str, Any] = {
         {"pack": {"seq_length": 64}},
     ],
 }
+
+
+def skip_or_fail(reason: str, required_by: str) -> NoReturn:
+    """Skip the calling test for ``reason`` (something it needs is missing), or fail it when the
+    environment variable ``required_by`` is "1": .ci/run sets DATAPREP_REQUIRE_BROWSER and
+    DATAPREP_REQUIRE_CONSUMERS so that CI cannot pass by skipping."""
+    if os.environ.get(required_by) == "1":
+        pytest.fail(f"{reason}, but {required_by}=1 requires it")
+    pytest.skip(reason)
 
 
 def write_recipe(path: Path, recipe: dict[str, Any]) -> Path:

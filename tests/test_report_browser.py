@@ -9,13 +9,12 @@ which installs Debian's ``chromium``) a missing browser fails it.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from conftest import skip_or_fail
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
@@ -63,10 +62,9 @@ def find_browser() -> str:
         found = shutil.which(name)
         if found:
             return found
-    if os.environ.get("DATAPREP_REQUIRE_BROWSER") == "1":
-        pytest.fail("no Chromium found but DATAPREP_REQUIRE_BROWSER=1: install Debian's `chromium`")
-    pytest.skip(
-        "no Chromium on this machine (Debian: apt-get install chromium): report not checked in a browser"
+    skip_or_fail(
+        "no Chromium on this machine (Debian: apt-get install chromium): report not checked in a browser",
+        "DATAPREP_REQUIRE_BROWSER",
     )
 
 

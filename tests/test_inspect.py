@@ -54,3 +54,14 @@ def test_bad_row_and_bad_path_are_usage_errors(run, capsys, tmp_path):
     assert main(["inspect", "shard", str(out), "--row", str(rows + 5)]) == 2
     assert "out of range" in capsys.readouterr().err
     assert main(["inspect", "shard", str(tmp_path / "nope.bin")]) == 2
+
+
+@pytest.mark.parametrize("fmt", ["bin", "mindrecord"])
+def test_a_directory_inside_out_shows_its_own_files(run, capsys, fmt):
+    out, _, manifest = run
+    split_dir = {"bin": "shards/bin", "mindrecord": "shards/mindrecord/train"}[fmt]
+    assert main(["inspect", "shard", str(out / split_dir), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["shard"]["format"] == fmt
+    entry = next(f for f in manifest["shards"]["splits"]["train"]["files"] if f["format"] == fmt)
+    assert data["shard"]["file"] == str(out / entry["path"])

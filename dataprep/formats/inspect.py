@@ -42,6 +42,16 @@ def _locate(
             raise ValueError(f"{out}/manifest.json has no 'shards' section")
         entry = shards.splits.get(split)
         files = entry.files if entry is not None else []
+        if path.resolve() != out.resolve():  # a directory inside OUT, e.g. shards/mindrecord/validation/
+            # its files, of the asked split when it holds some, else of the first split that does
+            order = sorted(shards.splits.items(), key=lambda item: item[0] != split)
+            inside = [
+                [f for f in e.files if (out / f.path).resolve().is_relative_to(path.resolve())]
+                for _, e in order
+            ]
+            files = next((group for group in inside if group), [])
+            if not files:
+                raise ValueError(f"{out}/manifest.json lists no shard file inside {path}")
         if not files:
             raise ValueError(f"{out}/manifest.json lists no files for split {split!r}")
         formats = [f.format for f in files]

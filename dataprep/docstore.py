@@ -1,14 +1,15 @@
 """Documents at rest between passes and rejected documents (zstd-compressed JSONL).
 
-Documents that become outputs (``OUT/documents``, when the recipe has no terminal stage) are
-Parquet (zstd). Between passes, where the same code writes and re-reads them once, they are
-*frames* (``.frames``): an Arrow IPC stream (schema ``id, text, source, meta, tokens``, one record
-batch per ``write`` call, no compression), several times cheaper to write and read than Parquet,
-and metadata JSON text that no stage touched is passed through without being decoded. Frames are
-data only: reading one parses Arrow buffers against a fixed schema and never runs code from the
-file (they were pickles once; see docs/architecture.md, "What a resumed run trusts"). Both are
-read back as batches of exactly ``batch_size`` documents (the last one shorter), in order, so
-stages see the same batches whichever format sits in between.
+Documents that become outputs (``OUT/documents``: when the recipe has no terminal stage, or beside
+the shards under ``output: {documents: true}``) are Parquet (zstd). Between passes, where the same
+code writes and re-reads them once, they are *frames* (``.frames``): an Arrow IPC stream (schema
+``id, text, source, meta, tokens``, one record batch per ``write`` call, no compression), several
+times cheaper to write and read than Parquet, and metadata JSON text that no stage touched is
+passed through without being decoded. Frames are data only: reading one parses Arrow buffers
+against a fixed schema and never runs code from the file (they were pickles once; see
+docs/architecture.md, "What a resumed run trusts"). Both are read back as batches of exactly
+``batch_size`` documents (the last one shorter), in order, so stages see the same batches
+whichever format sits in between.
 
 Every file is written to a temporary name and renamed on ``close()``, so a killed task never
 leaves a file that looks complete; its sha256 (``DocWriter.sha256``) goes into the task's
@@ -137,6 +138,36 @@ def _columns(docs: list[Document]) -> list[Any]:
         arrow.strings([d.meta_json() for d in docs]),
         arrow.int32_lists([None if d.tokens is None else np.asarray(d.tokens) for d in docs]),
     ]
+
+
+def parquet_keys(path: Path) -> list[tuple[str, str]]:
+    """(source, id) of every document of a Parquet documents file, in order (two columns read)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["source", "id"])
+    return list(zip(table.column("source").to_pylist(), table.column("id").to_pylist(), strict=True))
+
+
+def copy_parquet_kept(src: Path, dst: Path, keep: np.ndarray) -> str:
+    """Copy the documents of the Parquet file ``src`` whose entry of ``keep`` (bool, one per
+    document in order) is true into ``dst``, row group by row group (the same zstd settings as
+    :class:`DocWriter`, so the bytes depend only on the input); returns dst's sha256."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(src)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+    start = 0
+    with pq.ParquetWriter(tmp, _schema(), compression="zstd") as writer:
+        for i in range(f.num_row_groups):
+            group = f.read_row_group(i)
+            mask = keep[start : start + group.num_rows]
+            start += group.num_rows
+            if mask.any():
+                writer.write_table(group.filter(pa.array(mask)))
+    os.replace(tmp, dst)
+    return sha256_of(dst)
 
 
 def _frames(path: Path, sha256: str | None) -> Iterator[list[Document]]:

@@ -136,6 +136,17 @@ class MixParams:
 
 
 @dataclass
+class OutputParams:
+    """What OUT holds besides the shards (recipe ``output:``)."""
+
+    documents: bool = param(
+        False,
+        help="also write every document the shards hold, once (id, text, source, meta, tokens), as "
+        "Parquet under OUT/documents; a recipe without a packing stage writes them always",
+    )
+
+
+@dataclass
 class Recipe:
     name: str
     seed: int
@@ -144,6 +155,7 @@ class Recipe:
     source: str = ""
     sources: list[SourceSpec] = dataclasses.field(default_factory=list)
     mix: MixParams | None = None
+    output: OutputParams = dataclasses.field(default_factory=OutputParams)
 
     def resolved(self) -> dict[str, Any]:
         """The recipe with every default filled in (what is saved and hashed)."""
@@ -155,6 +167,7 @@ class Recipe:
         if self.sources:
             out["sources"] = [s.to_json() for s in self.sources]
             out["mix"] = dataclasses.asdict(self.mix or MixParams())
+        out["output"] = dataclasses.asdict(self.output)
         out["stages"] = [{s.name: dataclasses.asdict(s.params)} for s in self.stages]
         return out
 
@@ -224,12 +237,16 @@ def _input_fields() -> set[str]:
 def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     if not isinstance(data, dict):
         raise RecipeError(f"{where}: a recipe is a mapping with 'stages' (and optionally name, seed, input)")
-    unknown = sorted(set(data) - {"name", "seed", "input", "stages", "sources", "mix"})
+    unknown = sorted(set(data) - {"name", "seed", "input", "stages", "sources", "mix", "output"})
     if unknown:
         raise RecipeError(
             f"{where}: unknown top-level key(s) {', '.join(unknown)}; "
-            "valid: name, seed, input, sources, mix, stages"
+            "valid: name, seed, input, sources, mix, output, stages"
         )
+    raw_output = data.get("output") or {}
+    if not isinstance(raw_output, dict):
+        raise RecipeError(f"{where}: 'output' must be a mapping (e.g. output: {{documents: true}})")
+    output = registry.build_params(OutputParams, raw_output, f"{where}: output")
     raw_input = data.get("input") or {}
     if not isinstance(raw_input, dict):
         raise RecipeError(f"{where}: 'input' must be a mapping")
@@ -330,6 +347,7 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
         source=where,
         sources=sources,
         mix=mix,
+        output=output,
     )
 
 

@@ -782,6 +782,7 @@ class Pack(GlobalStage):
                 raise RecipeError(f"pack.writers: {e}") from None
         if len(set(self.params.writers)) != len(self.params.writers):
             raise RecipeError("pack.writers: a format is named twice")
+        ctx.publish("seq_length", self.params.seq_length)  # a trained tokenizer's model_max_length
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
         """The shard writers' warm-ups (e.g. MindRecord's MindSpore import), run ahead in the

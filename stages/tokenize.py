@@ -35,6 +35,13 @@ Optional paragraph cuts (``paragraph_cuts_over``): a document with more tokens t
 encoded line by line instead, and the line boundaries (token offsets) are stored in
 ``doc.meta["tokenize"]["cuts"]``; the pad and bestfit packings split long documents there.
 
+Hugging Face files in OUT/tokenizer: a trained tokenizer gets tokenizer_config.json and
+special_tokens_map.json (:func:`dataprep.formats.tokenizer.hf_config_files`: bos / eos / pad /
+unk, ``model_max_length`` = the pack stage's seq_length, PreTrainedTokenizerFast), so that
+``transformers.AutoTokenizer.from_pretrained(OUT/tokenizer)`` encodes as this stage does; a
+supplied tokenizer keeps the ones found beside it, copied as they are, and none is made up for
+it (their absence is logged and listed in the manifest's ``tokenizer.hf.missing``).
+
 Publishes the "tokenizer" artifact (see :func:`dataprep.formats.tokenizer.describe`).
 """
 
@@ -42,6 +49,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +70,7 @@ from dataprep.stage import (
 )
 
 TOKENIZER_DIR = "tokenizer"
+SEQ_LENGTH_ARTIFACT = "seq_length"  # published by pack at setup: the HF config's model_max_length
 ROUNDTRIP_EXAMPLES_PER_TASK = 3
 TOKEN_EDGES: list[float] = [0, 1] + [2**k for k in range(1, 25)]
 
@@ -104,8 +113,20 @@ class TokenizeParams:
             raise ValueError("model_vocab_size, roundtrip_docs and paragraph_cuts_over must be >= 0")
 
 
-def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[str, Any]:
-    from dataprep.formats.tokenizer import TokenizerError, describe, load_tokenizer
+def _publish(ctx: DriverContext, params: TokenizeParams, local: Path, trained: bool) -> dict[str, Any]:
+    """Load the tokenizer in OUT's tokenizer directory, resolve its special tokens and publish it.
+    A trained tokenizer gets the Hugging Face files (tokenizer_config.json and
+    special_tokens_map.json, model_max_length: the pack stage's seq_length when the recipe packs);
+    a supplied one has the ones copied beside it, and their absence is logged. Both are recorded
+    in the entry's ``hf``."""
+    from dataprep.formats.tokenizer import (
+        HF_CONFIG_FILES,
+        HF_TOKENIZER_CLASS,
+        TokenizerError,
+        describe,
+        load_tokenizer,
+        write_hf_config,
+    )
 
     try:
         tok = load_tokenizer(local)
@@ -115,6 +136,20 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path) -> dict[st
         info = describe(tok, specials, f"{TOKENIZER_DIR}/{local.name}", params.model_vocab_size)
     except TokenizerError as e:
         raise RecipeError(f"tokenize: {e}") from None
+    if trained:
+        max_length = ctx.artifacts.get(SEQ_LENGTH_ARTIFACT)
+        files = write_hf_config(local.parent, specials, max_length)
+        info["hf"] = {"files": files, "tokenizer_class": HF_TOKENIZER_CLASS, "model_max_length": max_length}
+    else:
+        present = [n for n in HF_CONFIG_FILES if (local.parent / n).is_file()]
+        info["hf"] = {"files": present, "missing": [n for n in HF_CONFIG_FILES if n not in present]}
+        if not present:
+            print(
+                f"tokenize: note: {params.tokenizer} has no {' or '.join(HF_CONFIG_FILES)} beside it: "
+                "transformers' AutoTokenizer will load OUT/tokenizer without eos/bos/pad/unk tokens",
+                file=sys.stderr,
+                flush=True,
+            )
     artifact = {**info, "local_path": str(local), "examples_dir": str(ctx.work_dir)}
     ctx.publish("tokenizer", artifact)
     return info
@@ -251,7 +286,7 @@ class Tokenize(GlobalStage):
     def setup(self, ctx: DriverContext) -> None:
         if self.params.tokenizer == "train":
             return
-        from dataprep.formats.tokenizer import TokenizerError, resolve_tokenizer_file
+        from dataprep.formats.tokenizer import HF_CONFIG_FILES, TokenizerError, resolve_tokenizer_file
 
         try:
             src = resolve_tokenizer_file(self.params.tokenizer)
@@ -260,10 +295,10 @@ class Tokenize(GlobalStage):
         dst = ctx.output_dir / TOKENIZER_DIR / ("tokenizer.json" if src.suffix == ".json" else src.name)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
-        config = src.parent / "tokenizer_config.json"
-        if src.suffix == ".json" and config.is_file():
-            shutil.copyfile(config, dst.parent / config.name)
-        info = _publish(ctx, self.params, dst)
+        for name in HF_CONFIG_FILES:  # the supplied tokenizer's own Hugging Face files, as they are
+            if (src.parent / name).is_file():
+                shutil.copyfile(src.parent / name, dst.parent / name)
+        info = _publish(ctx, self.params, dst, trained=False)
         if info["kind"] == "hf" and self.params.engine != "tokenizers":
             self._start_check(ctx, dst)
             if self.params.engine == "fastokens":  # demanded: fail before any pass, not after some
@@ -357,7 +392,7 @@ class Tokenize(GlobalStage):
         ctx.stats.count("train_sample_bytes", info["sample_bytes"])
         for key in ("heldout_docs", "heldout_chars", "heldout_bytes", "heldout_tokens"):
             ctx.stats.count(key, info[key])
-        _publish(ctx, self.params, Path(info["path"]))
+        _publish(ctx, self.params, Path(info["path"]), trained=True)
         if info.get("verdict") is not None:
             _take_verdict(ctx, info["verdict"])
         return {}

@@ -7,14 +7,16 @@ import hashlib
 import json
 import os
 import shutil
+from collections import Counter
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from dataprep import __version__
-from dataprep.docstore import refused, sha256_of
+from dataprep.docstore import copy_parquet_kept, parquet_keys, read_rejected, refused, sha256_of
 from dataprep.executor.context import RunContext
 from dataprep.executor.merge import collect_stats, length_entries, stage_entries
 from dataprep.executor.passes import DECIDE_TASK, OUTPUTS_RECORD, READ_LABEL, Pass
@@ -38,9 +40,14 @@ def finalize(
     if final.exists():
         shutil.rmtree(final)
     final.mkdir(parents=True)
-    _gather_files(ctx, passes, stopped)
+    documents = _gather_files(ctx, passes, stopped)
     stats = stats_document(ctx, passes)
-    manifest = manifest_document(ctx, stats["totals"])
+    if documents is not None and sum(f["rows"] for f in documents) != stats["totals"]["kept"]:
+        raise RuntimeError(
+            f"documents/ holds {sum(f['rows'] for f in documents)} documents, but {stats['totals']['kept']} "
+            "were kept (a bug: please report it)"
+        )
+    manifest = manifest_document(ctx, stats["totals"], documents)
     if "mix" in manifest:
         stats["mix"] = mix_stats(ctx, passes, manifest["mix"])
     write_text_atomic(final / "stats.json", json.dumps(stats, ensure_ascii=False, indent=1))
@@ -62,21 +69,19 @@ def finalize(
     return stats
 
 
-def _gather_files(ctx: RunContext, passes: list[Pass], stopped: bool) -> None:
-    """Into OUT/.final: what the global stages wrote (shards, tokenizer), the documents when the
-    recipe has no packing stage, and rejected/ (one file per stage, parts in pass and task order)."""
+def _gather_files(ctx: RunContext, passes: list[Pass], stopped: bool) -> list[dict[str, Any]] | None:
+    """Into OUT/.final: what the global stages wrote (shards, tokenizer), rejected/ (one file per
+    stage, parts in pass and task order) and documents/ when the recipe has no packing stage or
+    asks for them (``output.documents``). Returns the manifest entries of documents/ (None when
+    there is none)."""
     run, final, task_ids = ctx.run, ctx.run.final, ctx.task_ids
     if run.output.exists():
         link_tree(run.output, final)
     last = passes[-1]
-    if not stopped and (last.compute is None or not getattr(ctx.stages[last.compute], "terminal", False)):
-        for t in task_ids:
-            (final / "documents").mkdir(exist_ok=True)
-            docs = run.docs(last.index, t, final=True)
-            recorded = json.loads(run.marker(last.index, t).read_text()).get("docs_sha256")
-            if sha256_of(docs) != recorded:
-                raise refused(docs, "its sha256 differs from the one its completion marker records")
-            os.link(docs, final / "documents" / f"{t}.parquet")
+    terminal = last.compute is not None and getattr(ctx.stages[last.compute], "terminal", False)
+    documents = None
+    if not stopped and (not terminal or ctx.recipe.output.documents):
+        documents = _gather_documents(ctx, last, terminal)
     records: dict[tuple[int, str], dict[str, str]] = {}
     for p in passes:
         for t in task_ids:
@@ -95,6 +100,59 @@ def _gather_files(ctx: RunContext, passes: list[Pass], stopped: bool) -> None:
         parts = [(x, digest) for x, digest in parts if x.exists()]
         if parts:
             concat_files([x for x, _ in parts], final / "rejected" / name, [d for _, d in parts])
+    return documents
+
+
+def _gather_documents(ctx: RunContext, last: Pass, terminal: bool) -> list[dict[str, Any]]:
+    """OUT/.final/documents/tNNNNN.parquet, one per task: the documents of the last pass. After a
+    terminal stage (packing), those its decide rejected (e.g. a dropped tail, a source's documents
+    the mix did not choose) are left out, so the files hold exactly the documents in the shards,
+    once each; they are matched by (source, id), the last ones in stream order first when an id
+    repeats. Returns the manifest entries (path, rows, bytes, sha256)."""
+    run = ctx.run
+    unkept = _decide_rejected(ctx, last) if terminal else Counter()
+    parts = []
+    for t in ctx.task_ids:
+        docs = run.docs(last.index, t, final=True)
+        marker = json.loads(run.marker(last.index, t).read_text())
+        if sha256_of(docs) != marker.get("docs_sha256"):
+            raise refused(docs, "its sha256 differs from the one its completion marker records")
+        parts.append((t, docs, marker))
+    keep: dict[str, np.ndarray] = {}
+    if unkept:
+        for t, docs, _ in reversed(parts):  # the stream's end first: a dropped tail is its last documents
+            keys = parquet_keys(docs)
+            mask = np.ones(len(keys), dtype=bool)
+            for i in range(len(keys) - 1, -1, -1):
+                if unkept.get(keys[i], 0) > 0:
+                    unkept[keys[i]] -= 1
+                    mask[i] = False
+            if not mask.all():
+                keep[t] = mask
+    out_dir = run.final / "documents"
+    out_dir.mkdir(exist_ok=True)
+    entries = []
+    for t, docs, marker in parts:
+        dst = out_dir / f"{t}.parquet"
+        if t in keep:
+            digest, rows = copy_parquet_kept(docs, dst, keep[t]), int(keep[t].sum())
+        else:
+            os.link(docs, dst)
+            digest, rows = marker["docs_sha256"], int(marker["docs_written"])
+        entries.append(
+            {"path": f"documents/{dst.name}", "rows": rows, "bytes": dst.stat().st_size, "sha256": digest}
+        )
+    return entries
+
+
+def _decide_rejected(ctx: RunContext, p: Pass) -> Counter[tuple[str, str]]:
+    """(source, id) of the documents pass ``p``'s decide rejected, with their counts."""
+    out: Counter[tuple[str, str]] = Counter()
+    directory = ctx.run.rejected(p.index, DECIDE_TASK)
+    for path in sorted(directory.glob("*.jsonl.zst")) if directory.exists() else []:
+        for record in read_rejected(path):
+            out[record["source"], record["id"]] += 1
+    return out
 
 
 def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
@@ -153,17 +211,22 @@ def mix_stats(ctx: RunContext, passes: list[Pass], mix: dict[str, Any]) -> dict[
     return out
 
 
-def manifest_document(ctx: RunContext, totals: dict[str, Any]) -> dict[str, Any]:
+def manifest_document(
+    ctx: RunContext, totals: dict[str, Any], documents: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """manifest.json (:class:`dataprep.formats.manifest.Manifest`): the run's identity (version,
-    recipe, seed, inputs with their sha256), the document counts, then what the global stages'
-    decides returned, in recipe order."""
+    recipe, seed, inputs with their sha256), the document counts (with the files of documents/,
+    when written), then what the global stages' decides returned, in recipe order."""
     recipe = ctx.recipe
+    counts: dict[str, Any] = {"read": totals["docs_in"], "kept": totals["kept"], "dropped": totals["dropped"]}
+    if documents is not None:
+        counts["files"] = documents
     manifest = Manifest(
         dataprep_version=__version__,
         recipe={"name": recipe.name, "hash": recipe.hash(), "file": "recipe.yaml"},
         seed=recipe.seed,
         inputs=[{"path": f.rel, "bytes": f.size, "sha256": ctx.hashes[f.rel]} for f in ctx.files],
-        documents={"read": totals["docs_in"], "kept": totals["kept"], "dropped": totals["dropped"]},
+        documents=counts,
     )
     for part in ctx.manifest_parts:
         manifest.add(part)

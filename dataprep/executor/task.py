@@ -243,7 +243,8 @@ def _run_task(
         )
     terminal = p.compute is not None and getattr(stages[p.compute], "terminal", False)
     last_pass = pass_index == len(state.passes) - 1
-    writer = None if terminal else DocWriter(run.docs(pass_index, task_id, final=last_pass))
+    keep_docs = not terminal or recipe.output.documents  # a terminal pass's: documents/ beside the shards
+    writer = DocWriter(run.docs(pass_index, task_id, final=last_pass)) if keep_docs else None
     last_position = 0
     cpu: Counter[str] = Counter()  # CPU seconds per stage label in this task
     task_cpu = time.process_time()

@@ -1,7 +1,8 @@
 """Reading OUT/manifest.json and locating the shard files it lists.
 
 Top level: format_version, dataprep_version, recipe {name, hash, file}, seed, inputs [{path,
-bytes, sha256}], documents {read, kept, dropped}, tokenizer {file, kind, sha256, size, vocab_size,
+bytes, sha256}], documents {read, kept, dropped, files [{path, rows, bytes, sha256}] when
+OUT/documents is written}, tokenizer {file, kind, sha256, size, vocab_size,
 eos/bos/pad/unk token and id, roundtrip}, shards (written by the packing stage):
 
     "shards": {
@@ -330,15 +331,16 @@ class MixManifest:
 @dataclass
 class Manifest:
     """manifest.json. The run's identity (``dataprep_version``, ``recipe``: name, hash, file;
-    ``seed``; ``inputs``: path, bytes, sha256 each), the documents read / kept / dropped, then
-    what the global stages' decides returned (``parts``, in order: e.g. ``minhash_dedup``,
-    ``tokenizer``, ``shards``; ``shards`` is typed, see :attr:`shards`)."""
+        ``seed``; ``inputs``: path, bytes, sha256 each), the documents read / kept / dropped (and
+    ``files``: the Parquet files of OUT/documents with rows, bytes and sha256, when written), then
+        what the global stages' decides returned (``parts``, in order: e.g. ``minhash_dedup``,
+        ``tokenizer``, ``shards``; ``shards`` is typed, see :attr:`shards`)."""
 
     dataprep_version: str
     recipe: dict[str, Any]
     seed: int
     inputs: list[dict[str, Any]]
-    documents: dict[str, int]
+    documents: dict[str, Any]
     parts: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 

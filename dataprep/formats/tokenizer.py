@@ -566,6 +566,53 @@ def describe(
     }
 
 
+HF_CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+HF_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+
+
+def hf_config_files(specials: SpecialTokens, model_max_length: int | None) -> dict[str, dict[str, Any]]:
+    """What a trained tokenizer's directory needs for ``transformers.AutoTokenizer``: the contents
+    of tokenizer_config.json and special_tokens_map.json (file name -> JSON object).
+
+    The class is PreTrainedTokenizerFast for both files: transformers (5.x) reads a tokenizer.json
+    as it is and builds the same tokenizer from a SentencePiece tokenizer.model, BPE or unigram
+    (LlamaTokenizer would turn a unigram model into a BPE one). Nothing is added around the ids
+    (no BOS / EOS: packing appends the EOS), special-token strings inside a text are encoded as
+    text (``split_special_tokens``), decoding keeps the text's spaces. ``model_max_length``: the
+    packed rows' seq_length (None: left out, transformers then sets no limit)."""
+    roles = {
+        f"{role}_token": name
+        for role, name in (
+            ("bos", specials.bos_token),
+            ("eos", specials.eos_token),
+            ("pad", specials.pad_token),
+            ("unk", specials.unk_token),
+        )
+        if name is not None
+    }
+    config: dict[str, Any] = {
+        "tokenizer_class": HF_TOKENIZER_CLASS,
+        **roles,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "split_special_tokens": True,
+        "clean_up_tokenization_spaces": False,
+    }
+    if model_max_length is not None:
+        config["model_max_length"] = int(model_max_length)
+    return {HF_CONFIG_FILES[0]: config, HF_CONFIG_FILES[1]: roles}
+
+
+def write_hf_config(directory: Path, specials: SpecialTokens, model_max_length: int | None) -> list[str]:
+    """Write :func:`hf_config_files` into ``directory``; returns the names written."""
+    files = hf_config_files(specials, model_max_length)
+    for name, content in files.items():
+        (directory / name).write_text(
+            json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    return list(files)
+
+
 def roundtrip_difference(original: str, decoded: str, context: int = 20) -> dict[str, Any] | None:
     """None when equal, else where the texts first differ and a short excerpt of each."""
     if original == decoded:

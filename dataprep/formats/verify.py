@@ -6,7 +6,8 @@ every row is well formed (ids in [0, vocab_size), boundaries increasing and with
 the row, padding = pad_id); per file and per split the rows, tokens and EOS counted in the data
 equal the manifest; the manifest's token accounting adds up (tokens = Σ document tokens +
 documents - dropped; EOS = documents - dropped EOS; rows * row_length = tokens + padding); the
-documents kept are the EOS in the shards; and the MindRecord and .bin files carry the same rows
+documents kept are the EOS in the shards (and the rows of OUT/documents, when written, whose
+files are checked like the shards'); and the MindRecord and .bin files carry the same rows
 (input_ids, actual_seq_len, loss_mask) in the same order. Every problem is reported with the
 file and the number that differs.
 """
@@ -177,7 +178,27 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
     if kept is not None and kept + copies != in_shards:
         what = f" and {copies} further copies of mixed ones" if copies else ""
         problems.add(f"manifest: {kept} documents kept{what} but the shards hold {in_shards} (one EOS each)")
+    _check_documents(out, manifest.documents, problems)
     return problems.items
+
+
+def _check_documents(out: Path, documents: dict[str, Any], problems: Problems) -> None:
+    """The Parquet files of OUT/documents (``output.documents``): intact, and as many rows as
+    documents kept."""
+    files = documents.get("files")
+    if files is None:
+        return
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for f in files:
+        if _check_file(out, IndexEntry(f["path"], f.get("bytes"), f.get("sha256")), problems):
+            n = pq.ParquetFile(out / f["path"]).metadata.num_rows
+            if n != f.get("rows"):
+                problems.add(f"{f['path']}: {n} documents in the file, manifest says {f.get('rows')}")
+            rows += n
+    if rows != documents.get("kept"):
+        problems.add(f"documents/: {rows} documents, manifest says {documents.get('kept')} kept")
 
 
 def _check_mix(mix: MixManifest, shards: ShardsManifest, problems: Problems) -> None:

@@ -15,7 +15,11 @@ Mapping of our rows onto it: a Megatron *document* is one packed row; its *seque
 document pieces inside the row, so ``cumsum(sizes[row's sequences])`` is the row's
 ``actual_seq_len``. Rows are stored whole in the .bin (padding included), so row r starts at
 byte ``r * row_length * itemsize`` and a row's padding lies between its last sequence and the
-next row. Megatron tools reading the pair see every document piece with its real tokens only.
+next row. Megatron tools reading the pair see every document piece with its real tokens only;
+but a piece continuing into the next row has no EOS, and Megatron's ``GPTDataset``, which
+shuffles sequences, glues it to unrelated text: Megatron-LM reads the ``megatron`` format
+(:mod:`dataprep.formats.megatron_shards`, one sequence per document, written with
+:class:`DocumentIdxWriter`) instead.
 """
 
 from __future__ import annotations

@@ -21,7 +21,10 @@ eos/bos/pad/unk token and id, roundtrip}, shards (written by the packing stage):
                                       "index": {"path": "shards/bin/train-00000.idx", "sha256": ...}},
                                      ...,
                                      {"path": "shards/bin/train-remainder.bin", "remainder": true,
-                                      "rows": r2, ...}]},   # the rows left over, r2 < 8
+                                      "rows": r2, ...},   # the rows left over, r2 < 8
+                                     {"path": "shards/megatron/train_text_document.bin",
+                                      "format": "megatron", "documents": E, "tokens": ..,
+                                      "index": {...}}]},   # writers: [..., megatron]
                  "validation": {...}},
       "totals": {"rows": .., "tokens": .., "documents": ..}
     }

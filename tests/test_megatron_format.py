@@ -206,3 +206,17 @@ def test_training_does_not_pick_the_megatron_files(outs: dict[int, Path]) -> Non
     split = open_split(outs[1], "train", "megatron")
     with pytest.raises(ShardError, match="for Megatron-LM's GPTDataset"):
         get_format("megatron").training_rows(split)
+
+
+def test_documents_stay_whole_where_rows_truncate_them(tmp_path: Path) -> None:
+    """pad, long_docs: truncate: the rows lose the documents' tails, the megatron files do not."""
+    from dataprep.formats.verify import verify
+
+    out = tmp_path / "out"
+    run([_corpus(tmp_path)], out, _recipe(packing="pad", long_docs="truncate", seq_length=16))
+    info = json.loads((out / "manifest.json").read_text())["shards"]["splits"]["train"]
+    assert info["dropped"]["truncated_tokens"] > 0
+    (entry,) = [f for f in info["files"] if f["format"] == "megatron"]
+    assert entry["documents"] == info["documents"]
+    assert entry["tokens"] == info["doc_tokens"] + info["documents"] > info["tokens"]
+    assert verify(out) == []

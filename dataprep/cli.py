@@ -251,8 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     isub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
     q = isub.add_parser("shard", help="decode rows of a shard with document boundaries visible")
     q.add_argument("path", metavar="PATH", help="a shard file, or an output directory")
-    q.add_argument("--rows", type=int, default=3, help="how many rows to show (default 3)")
-    q.add_argument("--row", type=int, default=None, help="show only this row")
+    q.add_argument(
+        "--rows", type=int, default=3, help="how many rows (a megatron file: sequences) to show (default 3)"
+    )
+    q.add_argument(
+        "--row", type=int, default=None, help="show only this row (a megatron file: this sequence)"
+    )
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.add_argument("--split", default="train", help="split, when PATH is an output directory (default train)")
     q.add_argument("--format", default=None, help="shard format (bin, mindrecord, ...), for a directory")

@@ -441,10 +441,17 @@ class ShardWriter:
     manifest entry. ``commit`` (driver, once every file is closed) e.g. moves a staging directory
     into place. ``warm_up`` (a module-level function of one ignored argument, e.g. a slow import)
     may be run ahead in the processes that will write files.
+
+    ``takes = "documents"``: a writer of whole documents instead of rows (one sequence per
+    document, e.g. the ``megatron`` format). It writes one file per split: ``open_file(split, 0)``,
+    then ``write(handle, docs)`` with :class:`dataprep.formats.rows.DocumentBatch` es holding the
+    split's kept documents (tokens without EOS) in the order the packer streams them, then
+    ``close_file(handle)``; the rows' shard plan does not apply to it.
     """
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "writer"
+    takes: ClassVar[str] = "rows"  # or "documents"
     Params: ClassVar[type] = NoParams
     warm_up: ClassVar[Callable[[Any], Any] | None] = None
 

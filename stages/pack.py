@@ -21,13 +21,15 @@ decide: per split, the spills are packed in task order (stream order):
 Every row carries ``actual_seq_len`` (cumulative ends of its document pieces). Rows then go
 through a seeded, bounded-memory shuffle (:mod:`dataprep.formats.rowspool`: rows scattered into
 buckets of at most ``shuffle_buffer_mb``, each bucket permuted) and are written, in the same
-order, by every writer in ``writers``. Train files hold equal row counts and their number is a
-multiple of ``shard_multiple``; the ``rows mod files`` rows left over (the last of the final
-order) go to the remainder file ``train-remainder``, so no row is lost (``equal_shards``; see
-:mod:`dataprep.formats.shardplan`). Token accounting is checked before the manifest is written:
-tokens = Σ document tokens + documents (EOS) - dropped; EOS written = documents - EOS dropped.
-When no train row can be made (no train document, or under ``tail: drop`` fewer train tokens
-than a row) every document is rejected and decide raises NothingLeft: the run ends there.
+order, by every writer of rows in ``writers``; a writer of whole documents (``megatron``) gets
+instead each split's kept documents in stream order, one job per split. Train files hold equal
+row counts and their number is a multiple of ``shard_multiple``; the ``rows mod files`` rows
+left over (the last of the final order) go to the remainder file ``train-remainder``, so no row
+is lost (``equal_shards``; see :mod:`dataprep.formats.shardplan`). Token accounting is checked
+before the manifest is written: tokens = Σ document tokens + documents (EOS) - dropped; EOS
+written = documents - EOS dropped. When no train row can be made (no train document, or under
+``tail: drop`` fewer train tokens than a row) every document is rejected and decide raises
+NothingLeft: the run ends there.
 
 Where it runs: on the workers. ``concat``: one job per run of consecutive tasks; each task's
 stream offset is known from the counts the tasks reported, so a job numbers its rows itself, and
@@ -673,6 +675,40 @@ def _pack_per_task(
 
 
 @dataclass
+class DocumentsJob:
+    """One split's kept documents (the first ``keep`` of its stream: the tasks' spills in
+    ``work_dir``, task id and token spill type each, in stream order) written whole by the
+    writer of the shard format ``writer`` (one that takes documents)."""
+
+    work_dir: str
+    tasks: list[tuple[str, str]]
+    split: str
+    keep: int
+    writer: str
+    shard_dir: str
+    meta: dict[str, Any]
+
+
+def write_documents_task(job: DocumentsJob) -> dict[str, Any]:
+    """Runs in any process: the split's file in a documents format; its manifest entry."""
+    from dataprep.formats.rows import DocumentBatch
+
+    writer = get_format(job.writer).writer(NoParams(), Path(job.shard_dir), job.meta)
+    handle = writer.open_file(job.split, 0)
+    left = job.keep
+    for task_id, dtype in job.tasks:
+        for chunk in task_chunks(Path(job.work_dir), task_id, job.split, False, dtype):
+            n = min(left, len(chunk.lengths))
+            if n:
+                lengths = chunk.lengths[:n]
+                writer.write(handle, DocumentBatch(chunk.tokens[: int(lengths.sum())], lengths))
+            left -= n
+    if left:
+        raise RuntimeError(f"{job.split}: {job.keep - left} documents for {job.writer}, expected {job.keep}")
+    return writer.close_file(handle)
+
+
+@dataclass
 class Spooled:
     """A split packed into its spool: the buckets (files in a fixed order), how rows were
     assigned to them, and the packers' counts."""
@@ -1091,6 +1127,28 @@ class Pack(GlobalStage):
         writers = [get_format(w).writer(NoParams(), shard_dir, meta) for w in p.writers]
         for writer in writers:
             writer.prepare()
+        row_writers = [w for w in p.writers if get_format(w).takes == "rows"]
+        documents = [  # formats of whole documents: one job per split, beside the rows' jobs
+            DecideJobs(ctx).submit(
+                write_documents_task,
+                DocumentsJob(
+                    str(mixed_dir if split == "train" and mixed_dir else ctx.work_dir),
+                    [
+                        (t, m.get("token_dtype", "<i4"))
+                        for t, m in zip(ctx.task_ids, pack_metas if split == "train" else metas, strict=True)
+                        if m[split]["documents"]
+                    ],
+                    split,
+                    totals[split]["documents"] - sp.stats.eos_dropped,
+                    name,
+                    str(shard_dir),
+                    meta,
+                ),
+            )
+            for name in p.writers
+            if get_format(name).takes == "documents"
+            for split, sp in spooled.items()
+        ]
         parts_dir = ctx.work_dir / "shard-parts"
         shutil.rmtree(parts_dir, ignore_errors=True)
         parts_dir.mkdir(parents=True)
@@ -1099,7 +1157,8 @@ class Pack(GlobalStage):
             for number, (split, bucket, start, perm_seed) in enumerate(_bucket_order(spooled, ctx.seed))
             for ends, parts, sp in [(np.cumsum(plan[split]), str(parts_dir), spooled[split])]
         )
-        written, entries = _scatter_and_write(ctx, scatter_jobs, plan, p.writers, str(shard_dir), meta)
+        written, entries = _scatter_and_write(ctx, scatter_jobs, plan, row_writers, str(shard_dir), meta)
+        entries += [future.result() for future in documents]
         for sp in spooled.values():
             shutil.rmtree(sp.dir, ignore_errors=True)
         shutil.rmtree(parts_dir, ignore_errors=True)

@@ -16,7 +16,7 @@ Row contract (all formats): a row holds ``row_length = seq_length + 1`` token id
   Where the column is absent it equals ``i < actual_seq_len[-1]``
   (:func:`dataprep.formats.rows.loss_mask_from_boundaries`).
 
-Files (paths relative to OUT, listed with sha256 in the manifest), in the two built-in formats
+Files (paths relative to OUT, listed with sha256 in the manifest), in the two built-in row formats
 (:mod:`dataprep.formats.bin_shards`, :mod:`dataprep.formats.mindrecord_shards`):
 
 * ``shards/mindrecord/<split>/<split>-NNNNN.mindrecord`` (+ ``.db``), one directory per split:
@@ -34,6 +34,9 @@ Files (paths relative to OUT, listed with sha256 in the manifest), in the two bu
   Megatron-compatible ``.idx`` next to it that carries ``actual_seq_len``
   (:mod:`dataprep.formats.idx`). The .bin and MindRecord files hold the same rows in the same
   order, file for file (``train-remainder.bin`` too).
+* ``shards/megatron/<split>_text_document.bin`` + ``.idx`` (``pack.writers: [..., megatron]``):
+  not rows but one sequence per kept document with its EOS, for Megatron-LM's ``GPTDataset``
+  (:mod:`dataprep.formats.megatron_shards`); ``pretrain/`` does not read it.
 
 Reading API (import from the submodules, or from here: names load lazily, so importing this
 package stays cheap):

@@ -7,7 +7,8 @@ Layouts: :mod:`dataprep.formats.binrows` (rows: int32, or uint16 when the vocabu
 Files follow the shard plan in ``meta["plan"]`` (rows per file, per split), so the .bin files
 line up with every other format's files row for row. Everything the ``bin`` format does is here:
 its writer, how a file is read back (verify, inspect), how a split is read for training, and its
-registry entry.
+registry entry. These files are the input of ``pretrain/``, not of Megatron-LM's ``GPTDataset``
+(see :mod:`dataprep.formats.idx`; Megatron-LM reads :mod:`dataprep.formats.megatron_shards`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,11 @@ Mapping of our rows onto it: a Megatron *document* is one packed row; its *seque
 document pieces inside the row, so ``cumsum(sizes[row's sequences])`` is the row's
 ``actual_seq_len``. Rows are stored whole in the .bin (padding included), so row r starts at
 byte ``r * row_length * itemsize`` and a row's padding lies between its last sequence and the
-next row. Megatron tools reading the pair see every document piece with its real tokens only.
+next row. Megatron tools reading the pair see every document piece with its real tokens only;
+but a piece continuing into the next row has no EOS, and Megatron's ``GPTDataset``, which
+shuffles sequences, glues it to unrelated text: Megatron-LM reads the ``megatron`` format
+(:mod:`dataprep.formats.megatron_shards`, one sequence per document, written with
+:class:`DocumentIdxWriter`) instead.
 """
 
 from __future__ import annotations
@@ -98,6 +102,54 @@ class IdxWriter:
             os.fsync(out.fileno())
         for p in self._tmp.values():
             p.unlink()
+        os.replace(tmp, self.path)
+
+
+class DocumentIdxWriter:
+    """The .idx of a .bin holding one sequence per document, back to back (the layout of
+    Megatron-LM's tools/preprocess_data.py and ``IndexedDatasetBuilder``): ``sizes`` as added,
+    ``pointers`` their cumulative byte offsets from 0, ``document_indices`` 0, 1, ..., S. The sizes
+    are spilled to disk and the rest is computed while the index is assembled: memory is flat."""
+
+    BLOCK = 1 << 20  # sequences per block while assembling
+
+    def __init__(self, path: Path, code: int):
+        self.path = Path(path)
+        self.code = code
+        self.itemsize = np.dtype(DTYPE_CODES[code]).itemsize
+        self.sequences = 0
+        self._tmp = self.path.with_name(f".{self.path.name}.sizes.tmp{os.getpid()}")
+        self._sizes = open(self._tmp, "wb")  # noqa: SIM115 (closed in close)
+
+    def add(self, sizes: np.ndarray) -> None:
+        """Sequences of ``sizes`` tokens each, in the order their tokens were written."""
+        self._sizes.write(raw(sizes, "<i4"))
+        self.sequences += len(sizes)
+
+    def close(self) -> None:
+        self._sizes.close()
+        tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
+        S = self.sequences
+        with open(tmp, "wb") as out:
+            out.write(MAGIC)
+            out.write(struct.pack("<Q", VERSION))
+            out.write(struct.pack("<B", self.code))
+            out.write(struct.pack("<Q", S))
+            out.write(struct.pack("<Q", S + 1))
+            with open(self._tmp, "rb") as f:
+                while block := f.read(4 * self.BLOCK):
+                    out.write(block)
+            start = 0
+            with open(self._tmp, "rb") as f:
+                while block := f.read(4 * self.BLOCK):
+                    ends = np.cumsum(np.frombuffer(block, dtype="<i4"), dtype=np.int64)
+                    out.write(raw(start + np.concatenate([[0], ends[:-1]]) * self.itemsize, "<i8"))
+                    start += int(ends[-1]) * self.itemsize
+            for lo in range(0, S + 1, self.BLOCK):
+                out.write(raw(np.arange(lo, min(lo + self.BLOCK, S + 1), dtype=np.int64), "<i8"))
+            out.flush()
+            os.fsync(out.fileno())
+        self._tmp.unlink()
         os.replace(tmp, self.path)
 
 

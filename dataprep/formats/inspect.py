@@ -1,12 +1,15 @@
 """``dataprep inspect shard PATH``: decoded rows with document boundaries visible, plus shard stats.
 
-PATH is a .bin (or its .idx), a .mindrecord (or its .db), or a run's output directory (then the
-first file of the split in the chosen format). Metadata and the tokenizer come from the run's
+PATH is a .bin (or its .idx), a .mindrecord (or its .db), a Megatron ``<split>_text_document.bin``
+(or its .idx), or a run's output directory (then the first file of the split in the chosen
+format). Metadata and the tokenizer come from the run's
 manifest.json; a lone .bin/.idx pair without one is read from its index (dtype, row length) and
 shown as ids unless ``--tokenizer`` is given.
 
 In the text, every document piece of a row is shown on its own, ``⟨EOS⟩`` marks the end of a
 document, ``⟨…⟩`` a piece that continues in another row (or was cut), ``⟨PAD×n⟩`` the padding.
+A format of whole documents (``megatron``) has no rows: its sequences are shown instead
+(``--rows N``: the first N, ``--row K``: sequence K), each one document ending with ``⟨EOS⟩``.
 """
 
 from __future__ import annotations
@@ -153,7 +156,6 @@ def inspect_shard(
 ) -> int:
     """Print rows and per-shard stats; returns an exit code."""
     data, shard_format, out, manifest = _locate(Path(path), split, fmt)
-    meta = _meta(data, shard_format, manifest)
     decode = None
     tok_path = tokenizer or (
         str(out / manifest.tokenizer["file"]) if out and manifest and manifest.tokenizer else None
@@ -162,6 +164,9 @@ def inspect_shard(
         from dataprep.formats.tokenizer import load_tokenizer
 
         decode = load_tokenizer(tok_path).decode
+    if shard_format.takes == "documents":
+        return _inspect_documents(data, shard_format, manifest, rows, row, as_json, decode)
+    meta = _meta(data, shard_format, manifest)
     L = meta["row_length"]
     stats = {"rows": 0, "real_tokens": 0, "padding_tokens": 0, "eos": 0, "pieces": 0}
     pieces_min, pieces_max = None, 0
@@ -223,4 +228,79 @@ def inspect_shard(
         print("(no tokenizer found: showing ids; pass --tokenizer to decode)")
     for r in shown:
         _print_row(r)
+    return 0
+
+
+def _inspect_documents(
+    data: Path,
+    shard_format: ShardFormat,
+    manifest: Manifest | None,
+    rows: int,
+    row: int | None,
+    as_json: bool,
+    decode: Any,
+) -> int:
+    """A file of whole documents (``megatron``): its sequences (``rows`` first ones, or sequence
+    ``row``) decoded, each ending with ``⟨EOS⟩`` (or ``⟨…⟩`` if it does not), and its stats."""
+    read, standalone = shard_format.read_sequences, shard_format.standalone_meta
+    assert read is not None and standalone is not None
+    shards = manifest.shards if manifest is not None else None
+    eos = shards.eos_id if shards is not None else None
+    dtype = standalone(data).dtype
+    stats = {"sequences": 0, "tokens": 0, "eos": 0, "ending_with_eos": 0}
+    size_min, size_max = None, 0
+    id_min, id_max = None, None
+    shown: list[dict[str, Any]] = []
+    wanted = {row} if row is not None else set(range(rows))
+    for tokens, sizes in read(data, None):
+        ends = np.cumsum(sizes)
+        base = stats["sequences"]
+        stats["sequences"] += len(sizes)
+        stats["tokens"] += len(tokens)
+        size_min = min(int(sizes.min()), size_min if size_min is not None else 1 << 62)
+        size_max = max(int(sizes.max()), size_max)
+        id_min = min(int(tokens.min()), id_min if id_min is not None else 1 << 62)
+        id_max = max(int(tokens.max()), id_max if id_max is not None else -1)
+        if eos is not None:
+            stats["eos"] += int((tokens == eos).sum())
+            stats["ending_with_eos"] += int((tokens[ends - 1] == eos).sum())
+        for i in sorted(k for k in wanted if base <= k < stats["sequences"]):
+            end = int(ends[i - base])
+            ids = tokens[end - int(sizes[i - base]) : end]
+            seg = _segments(ids, np.asarray([len(ids)]), eos, decode)[0]
+            shown.append(
+                {"sequence": i, "tokens": len(ids), **{k: v for k, v in seg.items() if k != "start"}}
+            )
+    if row is not None and not shown:
+        raise ValueError(f"sequence {row} out of range: {data} holds {stats['sequences']} sequences")
+    summary = {
+        "file": str(data),
+        "format": shard_format.name,
+        "dtype": dtype,
+        **stats,
+        "tokens_per_sequence": {
+            "mean": round(stats["tokens"] / stats["sequences"], 3) if stats["sequences"] else 0.0,
+            "min": size_min or 0,
+            "max": size_max,
+        },
+        "id_range": [id_min, id_max],
+        "decoded": decode is not None,
+    }
+    if as_json:
+        json.dump({"shard": summary, "sequences": shown}, sys.stdout, ensure_ascii=False, indent=1)
+        print()
+        return 0
+    tps = summary["tokens_per_sequence"]
+    print(f"{data}  ({shard_format.name}, {dtype}, one sequence per document)")
+    ending = f" · ending with EOS {stats['ending_with_eos']:,}" if eos is not None else ""
+    print(
+        f"sequences {stats['sequences']:,} · tokens {stats['tokens']:,} · EOS {stats['eos']:,}{ending} · "
+        f"tokens per sequence {tps['mean']} (min {tps['min']}, max {tps['max']}) · ids {id_min}..{id_max}"
+    )
+    if decode is None:
+        print("(no tokenizer found: showing ids; pass --tokenizer to decode)")
+    for r in shown:
+        body = r["text"] if "text" in r else " ".join(map(str, r["ids"]))
+        print(f"── sequence {r['sequence']} · {r['tokens']} tokens")
+        print(f"  {body}{EOS_MARK if r['eos'] else CONT_MARK}")
     return 0

@@ -22,7 +22,10 @@ eos/bos/pad/unk token and id, roundtrip}, shards (written by the packing stage):
                                       "index": {"path": "shards/bin/train-00000.idx", "sha256": ...}},
                                      ...,
                                      {"path": "shards/bin/train-remainder.bin", "remainder": true,
-                                      "rows": r2, ...}]},   # the rows left over, r2 < 8
+                                      "rows": r2, ...},   # the rows left over, r2 < 8
+                                     {"path": "shards/megatron/train_text_document.bin",
+                                      "format": "megatron", "documents": E, "tokens": ..,
+                                      "index": {...}}]},   # writers: [..., megatron]
                  "validation": {...}},
       "totals": {"rows": .., "tokens": .., "documents": ..}
     }
@@ -75,7 +78,8 @@ class IndexEntry:
 class FileEntry:
     """One shard file: ``path`` relative to OUT, its ``format`` (a registered shard format), its
     split, rows, real tokens, size and sha256, its companion ``index``; ``remainder``: the split's
-    remainder file (listed last)."""
+    remainder file (listed last); ``documents``: the sequences of a format of whole documents
+    (``megatron``: no rows, one sequence per kept document)."""
 
     path: str
     format: str
@@ -87,10 +91,11 @@ class FileEntry:
     index: IndexEntry | None = None
     remainder: bool = False
     source_ids: IndexEntry | None = None  # a format keeping them beside the data (bin's .src)
+    documents: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "format": self.format}
-        for name in ("split", "rows", "tokens", "bytes", "sha256"):
+        for name in ("split", "rows", "documents", "tokens", "bytes", "sha256"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.index is not None:
@@ -115,6 +120,7 @@ class FileEntry:
             index=IndexEntry.from_json(index) if index else None,
             remainder=bool(d.get("remainder", False)),
             source_ids=IndexEntry.from_json(d["source_ids"]) if d.get("source_ids") else None,
+            documents=d.get("documents"),
         )
 
 

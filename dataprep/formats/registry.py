@@ -7,12 +7,12 @@ and what ``inspect`` needs without a manifest. The packing stage, verify, inspec
 training loop look formats up here by name (the ``format`` of each file entry in manifest.json)
 and never branch on a format's name.
 
-Built-in formats (:mod:`dataprep.formats.bin_shards`, :mod:`dataprep.formats.mindrecord_shards`)
-are registered the first time a format is looked up, then those of the ``dataprep.formats``
-entry-point group (plug-ins); a module may also call :func:`register_format` itself (a stage
-module under ``stages/`` is imported by the stage registry). A new format is one module that
-defines its writer, reader and training rows and registers one ``ShardFormat``; see
-docs/add-a-shard-format.md.
+Built-in formats (:mod:`dataprep.formats.bin_shards`, :mod:`dataprep.formats.mindrecord_shards`,
+:mod:`dataprep.formats.megatron_shards`) are registered the first time a format is looked up,
+then those of the ``dataprep.formats`` entry-point group (plug-ins); a module may also call
+:func:`register_format` itself (a stage module under ``stages/`` is imported by the stage
+registry). A new format is one module that defines its writer, reader and training rows and
+registers one ``ShardFormat``; see docs/add-a-shard-format.md.
 """
 
 from __future__ import annotations
@@ -31,7 +31,11 @@ if TYPE_CHECKING:
     from dataprep.formats.rows import RowBatch
     from dataprep.stage import ShardWriter
 
-BUILTIN = ("dataprep.formats.bin_shards", "dataprep.formats.mindrecord_shards")
+BUILTIN = (
+    "dataprep.formats.bin_shards",
+    "dataprep.formats.mindrecord_shards",
+    "dataprep.formats.megatron_shards",
+)
 
 
 class TrainingRows(Protocol):
@@ -77,6 +81,10 @@ class ShardFormat:
       format can tell (else None: the manifest is needed).
     stored_dtype(shards_dtype): the dtype its files store (shown by ``inspect``).
     title: how messages name its files ("the MindRecord and .bin files differ").
+    read_sequences(data, index): a format of whole documents (its writer's ``takes`` is
+      "documents"): (tokens int32, sizes int64) of its stored sequences, block by block, each
+      sequence one document ending with its EOS; such a format has no rows (``read_file`` and
+      ``training_rows`` refuse) and verify and inspect read it with this instead.
     """
 
     name: str
@@ -90,6 +98,12 @@ class ShardFormat:
     standalone_meta: Callable[[Path], FileMeta] | None = None
     stored_dtype: Callable[[str], str] = str
     title: str = ""
+    read_sequences: Callable[[Path, Path | None], Iterator[tuple[np.ndarray, np.ndarray]]] | None = None
+
+    @property
+    def takes(self) -> str:
+        """ "rows" (packed rows), or "documents" (one sequence per document; see read_sequences)."""
+        return self.writer.takes
 
     def data_file(self, path: Path) -> Path:
         """The data file ``path`` stands for (itself, or the file its companion sits beside)."""
@@ -144,9 +158,16 @@ def all_formats() -> list[ShardFormat]:
 
 
 def format_of_file(path: Path) -> tuple[ShardFormat, Path]:
-    """(format, data file) of a shard file or of one of its companions, by suffix."""
-    for fmt in all_formats():
-        if path.name.endswith(fmt.suffix) or any(path.name.endswith(c) for c in fmt.companions):
-            return fmt, fmt.data_file(path)
+    """(format, data file) of a shard file or of one of its companions, by the longest suffix
+    that matches (``x_text_document.bin`` is megatron's, ``x.bin`` bin's)."""
+    found = [
+        (len(suffix), fmt)
+        for fmt in all_formats()
+        for suffix in (fmt.suffix, *fmt.companions)
+        if path.name.endswith(suffix)
+    ]
+    if found:
+        fmt = max(found, key=lambda match: match[0])[1]
+        return fmt, fmt.data_file(path)
     known = ", ".join(s for f in all_formats() for s in (f.suffix, *f.companions))
     raise ValueError(f"{path}: not a shard ({known} or an output directory)")

@@ -8,6 +8,8 @@
 ``seg_counts`` int32 [n]: how many values of ``seg_ends`` belong to each row (>= 1).
 ``source_id``  int32 [n] or None: the source of each row (recipes with ``sources:``; the source
                of the row's first token), an index into the manifest's ``shards.sources``.
+
+A writer of whole documents (the ``megatron`` format) is handed :class:`DocumentBatch` es instead.
 """
 
 from __future__ import annotations
@@ -94,6 +96,35 @@ class RowBatch:
             np.concatenate([b.seg_counts for b in batches]),
             np.concatenate([b.source_id for b in batches]) if with_sources else None,  # type: ignore[misc]
         )
+
+
+@dataclass
+class DocumentBatch:
+    """Consecutive whole documents, as handed to a shard writer that takes documents
+    (``ShardWriter.takes == "documents"``): ``tokens`` int32 [Σ lengths], the documents' ids back to
+    back without EOS; ``lengths`` int64 [n], tokens per document."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.tokens = np.ascontiguousarray(self.tokens, dtype=np.int32)
+        self.lengths = np.ascontiguousarray(self.lengths, dtype=np.int64)
+        if int(self.lengths.sum()) != len(self.tokens):
+            raise ValueError("DocumentBatch: lengths do not add up to len(tokens)")
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def with_eos(self, eos: int) -> np.ndarray:
+        """int32 [Σ lengths + n]: every document followed by ``eos``."""
+        ends = np.cumsum(self.lengths + 1)
+        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.int32)
+        keep = np.ones(len(out), dtype=bool)
+        keep[ends - 1] = False
+        out[keep] = self.tokens
+        out[ends - 1] = eos
+        return out
 
 
 def raw(values: np.ndarray, dtype: str) -> memoryview:

@@ -8,8 +8,10 @@ equal the manifest; the manifest's token accounting adds up (tokens = Σ documen
 documents - dropped; EOS = documents - dropped EOS; rows * row_length = tokens + padding); the
 documents kept are the EOS in the shards (and the rows of OUT/documents, when written, whose
 files are checked like the shards'); and the MindRecord and .bin files carry the same rows
-(input_ids, actual_seq_len, loss_mask) in the same order. Every problem is reported with the
-file and the number that differs.
+(input_ids, actual_seq_len, loss_mask) in the same order. A format of whole documents
+(``megatron``) is checked on its own terms: its layout, one EOS ending each sequence, one
+sequence per kept document of the split, its tokens. Every problem is reported with the file and
+the number that differs.
 """
 
 from __future__ import annotations
@@ -157,7 +159,11 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
     for split, info in shards.splits.items():
         in_shards += info.eos_tokens
         _check_accounting(split, info, L, problems)
-        by_format = {fmt: info.files_of(fmt) for fmt in info.formats()}
+        by_format = {fmt: info.files_of(fmt) for fmt in info.formats() if get_format(fmt).takes == "rows"}
+        for fmt in info.formats():
+            if get_format(fmt).takes == "documents":
+                for entry in info.files_of(fmt):
+                    _check_documents(out, split, entry, info, shards, problems)
         if info.equal_files is not None:
             for fmt, entries in by_format.items():
                 _check_equal_files(split, fmt, info.equal_files, entries, problems)
@@ -309,6 +315,59 @@ def _check_format(
                 f"{split} ({fmt}): {counted[key]} {name} in the files, manifest says {getattr(info, name)}"
             )
     return digest
+
+
+def _check_documents(
+    out: Path, split: str, entry: FileEntry, info: SplitEntry, shards: ShardsManifest, problems: Problems
+) -> None:
+    """A file of whole documents (e.g. ``megatron``): intact with its index, laid out as its format
+    says (its ``read_sequences``), ids in [0, vocab_size), every sequence one document ending with
+    its only EOS, as many as the split's kept documents, and its counts as listed. Its tokens are
+    whole documents: they equal the split's doc_tokens + documents when packing dropped none."""
+    intact = _check_file(out, entry, problems)
+    if entry.index is not None:
+        intact = _check_file(out, entry.index, problems) and intact
+    if not intact:
+        return
+    read = get_format(entry.format).read_sequences
+    assert read is not None
+    eos, vocab = shards.eos_id, shards.vocab_size
+    count = {"documents": 0, "tokens": 0, "eos": 0, "not_ending": 0}
+    lo = hi = None
+    try:
+        for tokens, sizes in read(out / entry.path, out / entry.index.path if entry.index else None):
+            ends = np.cumsum(sizes) - 1
+            count["documents"] += len(sizes)
+            count["tokens"] += len(tokens)
+            count["eos"] += int((tokens == eos).sum())
+            count["not_ending"] += int((tokens[ends] != eos).sum())
+            if len(tokens):
+                lo = min(int(tokens.min()), lo if lo is not None else 1 << 62)
+                hi = max(int(tokens.max()), hi if hi is not None else -1)
+    except (ValueError, OSError) as e:
+        problems.add(f"{entry.path}: unreadable: {e}")
+        return
+    where = f"{entry.path}"
+    if lo is not None and hi is not None and (lo < 0 or hi >= vocab):
+        problems.add(f"{where}: token ids outside [0, {vocab}) (min {lo}, max {hi})")
+    if count["not_ending"]:
+        problems.add(f"{where}: {count['not_ending']} sequences do not end with EOS {eos}")
+    if count["eos"] != count["documents"]:
+        problems.add(f"{where}: {count['eos']} EOS in {count['documents']} sequences (one each expected)")
+    for key in ("documents", "tokens"):
+        listed = getattr(entry, key)
+        if listed is not None and count[key] != listed:
+            problems.add(f"{where}: {count[key]} {key} in the file, manifest says {listed}")
+    kept = info.documents - info.dropped.eos
+    if count["documents"] != kept:
+        problems.add(f"{split} ({entry.format}): {count['documents']} documents, the split kept {kept}")
+    whole = info.doc_tokens + info.documents
+    nothing_dropped = info.dropped.eos == 0 and info.dropped.tail_tokens == 0
+    if (nothing_dropped and count["tokens"] != whole) or count["tokens"] > whole:
+        problems.add(
+            f"{split} ({entry.format}): {count['tokens']} tokens, the split's documents and their EOS "
+            f"hold {whole}"
+        )
 
 
 def _check_formats_agree(split: str, streams: dict[str, StreamDigest], problems: Problems) -> None:

@@ -290,24 +290,103 @@ def test_byte_order_marks_decide_the_encoding(tmp_path: Path, codec: str) -> Non
     verify(tmp_path / "out")
 
 
+def stop_line(where: str, message: str) -> list[str]:
+    """The one line a run under ``on_error: stop`` prints for a problem at ``where``."""
+    return [f"error: {where}: {message} (input.on_error is 'stop'; fix the input or set it to 'skip')"]
+
+
 def test_gb18030_with_input_encoding_and_named_without_it(tmp_path: Path) -> None:
-    f = tmp_path / "old.txt"
-    f.write_bytes(("\n".join(ZH) + "\n").encode("gb18030"))
-    good = tmp_path / "good.txt"
-    good.write_text(ZH[0] + "\n", encoding="utf-8")
-    run([f, good], tmp_path / "out", recipe_with(encoding="gb18030", min_tasks=0))
+    src = tmp_path / "in"
+    src.mkdir()
+    old = src / "old.txt"  # GB18030, with one line (11) that is not
+    old.write_bytes(
+        ("\n".join(ZH[:10]) + "\n").encode("gb18030")
+        + b"\x81\x20bad\n"
+        + ("\n".join(ZH[10:]) + "\n").encode("gb18030")
+    )
+    (src / "good.txt").write_text(ZH[0] + "\n", encoding="utf-8")  # UTF-8: read as UTF-8 whatever is declared
+    r = prepare_cli(tmp_path, src, tmp_path / "out", encoding="gb18030", min_tasks=0)
+    assert r.returncode == 0, r.stderr
     n_in, _, drops = accounting(tmp_path / "out")
-    assert n_in == 31 and drops == {}
-    verify(tmp_path / "out")
-    run([f, good], tmp_path / "plain")
-    notes = read_stats(tmp_path / "plain")["input"]["file_notes"]
-    assert notes == [
-        {
-            "file": "old.txt/old.txt",  # with several inputs, rel starts with the input name
-            "kind": "not_utf8",
-            "message": "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding",
-        }
+    assert n_in == 32 and drops == {}  # 31 lines of old.txt, the bad one repaired, and good.txt's
+    s = samples(tmp_path / "out")
+    assert s["invalid_encoding"] == [
+        {"where": "old.txt:11", "message": "invalid gb18030 at byte 0 (replaced with U+FFFD)"}
     ]
+    verify(tmp_path / "out")
+    r = prepare_cli(tmp_path, src, tmp_path / "drop", encoding="gb18030", invalid_utf8="drop", min_tasks=0)
+    assert r.returncode == 0 and accounting(tmp_path / "drop")[2] == {"invalid_encoding": 1}
+    verify(tmp_path / "drop")
+    r = prepare_cli(
+        tmp_path, src, tmp_path / "stop", encoding="gb18030", invalid_utf8="drop", on_error="stop"
+    )
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == stop_line("old.txt:11", "invalid gb18030 at byte 0")
+
+    # undeclared: named, with the encoding charset-normalizer finds, and skipped (or stops the run)
+    (src / "old.txt").write_bytes(("\n".join(ZH) + "\n").encode("gb18030"))
+    message = "not UTF-8; charset-normalizer finds gb18030: set input.encoding: gb18030"
+    r = prepare_cli(tmp_path, src, tmp_path / "plain")
+    assert r.returncode == 0, r.stderr
+    assert read_stats(tmp_path / "plain")["input"]["file_notes"] == [
+        {"file": "old.txt", "kind": "not_utf8", "message": message}
+    ]
+    assert accounting(tmp_path / "plain") == (1, 1, {})
+    verify(tmp_path / "plain")
+    r = prepare_cli(tmp_path, src, tmp_path / "plain-stop", on_error="stop")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line("old.txt", message)
+
+
+def test_big5_named_and_read_with_input_encoding(tmp_path: Path) -> None:
+    traditional = (
+        "\n".join(["學而時習之，不亦說乎？有朋自遠方來，不亦樂乎？人不知而不慍，不亦君子乎？"] * 20) + "\n"
+    )
+    f = tmp_path / "b.txt"
+    f.write_bytes(traditional.encode("big5"))
+    r = prepare_cli(tmp_path, f, tmp_path / "plain")
+    assert r.returncode == 1  # nothing else to read: the run says no document was read
+    assert "not_utf8 1 (first: b.txt)" in r.stderr
+    assert read_stats(tmp_path / "plain")["input"]["file_notes"][0]["message"] == (
+        "not UTF-8; charset-normalizer finds big5: set input.encoding: big5"
+    )
+    r = prepare_cli(tmp_path, f, tmp_path / "big5", encoding="big5")
+    assert r.returncode == 0, r.stderr
+    n_in, _, drops = accounting(tmp_path / "big5")
+    assert n_in == 20 and drops == {}
+    assert read_stats(tmp_path / "big5")["input"]["problems"] == {"files.read": 1}
+    verify(tmp_path / "big5")
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_with_a_bom_is_read_whatever_input_encoding_says(tmp_path: Path, codec: str) -> None:
+    """UTF-16 LE and BE text and JSONL with a byte-order mark: read as the text they are, with
+    the default input.encoding and with another one declared (the mark decides)."""
+    bom = b"\xff\xfe" if codec.endswith("le") else b"\xfe\xff"
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "t.txt").write_bytes(bom + ("\n".join(ZH) + "\n").encode(codec))
+    (src / "j.jsonl").write_bytes(bom + good_lines(20).encode(codec))
+    for declared in ("utf-8", "gb18030"):
+        out = tmp_path / f"out-{declared}"
+        r = prepare_cli(tmp_path, src, out, encoding=declared)
+        assert r.returncode == 0, r.stderr
+        n_in, kept, drops = accounting(out)
+        assert n_in == 50 and kept > 0 and drops == {}
+        assert read_stats(out)["input"]["problems"] == {"files.read": 2}  # no repair, no note
+        verify(out)
+
+
+def test_utf16_without_a_bom_is_named_and_read_when_declared(tmp_path: Path) -> None:
+    f = tmp_path / "u.txt"
+    f.write_bytes(("\n".join(ZH) + "\n").encode("utf-16-le"))
+    message = "utf-16-le without a byte-order mark (charset-normalizer): set input.encoding: utf-16-le"
+    r = prepare_cli(tmp_path, f, tmp_path / "plain", on_error="stop")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line("u.txt", message)
+    r = prepare_cli(tmp_path, f, tmp_path / "declared", encoding="utf-16-le")
+    assert r.returncode == 0, r.stderr
+    n_in, _, drops = accounting(tmp_path / "declared")
+    assert n_in == 30 and drops == {}
+    verify(tmp_path / "declared")
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two"])

@@ -4,6 +4,7 @@ reason) and, where the run completes, ``dataprep verify``."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -438,3 +439,105 @@ def test_train_tokenizer_warns_when_the_vocabulary_is_smaller_than_asked(tmp_pat
     r = cli("train-tokenizer", str(src), "--out", str(tmp_path / "tok"), "--vocab-size", "100000")
     assert r.returncode == 0, r.stderr
     assert "fewer than the 100,000 asked" in r.stderr
+
+
+# A run of the small recipe (shards in .bin only: MindRecord's writer loads MindSpore) peaks at
+# about 175 MiB resident on a tiny input. Holding a 200 MB line, or a 1 GB decompressed bomb,
+# whole would add at least its size: the bound sits between.
+PEAK_RSS_BOUND_MIB = 330
+
+
+def bin_recipe(tmp_path: Path, name: str, **input_options: object) -> Path:
+    recipe = recipe_with(**input_options)
+    recipe["stages"][-1] = {"pack": {"seq_length": 64, "writers": ["bin"]}}
+    return write_recipe(tmp_path / f"{name}.yaml", recipe)
+
+
+def prepare_with_peak_rss(
+    inp: Path, out: Path, recipe: Path
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """(the `dataprep prepare` run, the largest resident memory of it or any of its processes in
+    MiB): run under a Python parent whose children's rusage is theirs alone."""
+    code = (
+        "import json, resource, subprocess, sys\n"
+        "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
+        "print(json.dumps({'rc': r.returncode, 'err': r.stderr, 'peak': peak}))\n"
+    )
+    cmd = [sys.executable, "-m", "dataprep.cli", "prepare", str(inp), "--out", str(out)]
+    cmd += ["--recipe", str(recipe), "--quiet", "--workers", "1"]
+    r = subprocess.run(
+        [sys.executable, "-c", code, *cmd], capture_output=True, text=True, cwd=REPO, timeout=900
+    )
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)
+    return subprocess.CompletedProcess(cmd, found["rc"], "", found["err"]), found["peak"]
+
+
+def write_gz_stream(path: Path, parts: list[tuple[bytes, int]]) -> Path:
+    """A gzip file of each (bytes, times) part written ``times`` times, streaming."""
+    with gzip.GzipFile(path, "wb", mtime=0, compresslevel=6) as f:
+        for data, times in parts:
+            for _ in range(times):
+                f.write(data)
+    return path
+
+
+def test_gzip_bomb_is_read_streaming_and_its_line_dropped(tmp_path: Path) -> None:
+    """1 GB of zero bytes gzipped (about 1 MB): alone, a binary file; after 200 JSONL records, a
+    1 GB line dropped as line_too_long on its line, the records around it kept. Memory stays
+    flat (the line is never held)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    zeros = (b"\x00" * (1 << 20), 1024)
+    write_gz_stream(src / "zeros.txt.gz", [zeros])
+    records = good_lines(20).encode()
+    bomb = write_gz_stream(src / "bomb.jsonl.gz", [(records, 10), zeros, (b"\n" + records, 1)])
+    assert bomb.stat().st_size < 4 << 20
+    r, peak = prepare_with_peak_rss(src, tmp_path / "out", bin_recipe(tmp_path, "r"))
+    assert r.returncode == 0, r.stderr
+    assert peak < PEAK_RSS_BOUND_MIB, peak
+    stats = read_stats(tmp_path / "out")
+    assert stats["input"]["file_notes"] == [
+        {
+            "file": "zeros.txt.gz",
+            "kind": "binary_file",
+            "message": "looks binary (control bytes or undecodable text), skipped",
+        }
+    ]
+    n_in, _, drops = accounting(tmp_path / "out")
+    assert n_in == 221 and drops == {"line_too_long": 1}
+    limit = "line longer than input.max_line_bytes=16777216"
+    assert samples(tmp_path / "out")["line_too_long"] == [{"where": "bomb.jsonl.gz:201", "message": limit}]
+    verify(tmp_path / "out")
+    r, peak = prepare_with_peak_rss(bomb, tmp_path / "stop", bin_recipe(tmp_path, "s", on_error="stop"))
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line("bomb.jsonl.gz:201", limit)
+    assert peak < PEAK_RSS_BOUND_MIB, peak
+
+
+@pytest.mark.parametrize("name", ["big.txt", "big.jsonl"])
+def test_a_200_mb_line_is_dropped_on_its_line_with_memory_flat(tmp_path: Path, name: str) -> None:
+    line = "".join(ZH).encode()
+    repeat = 200_000_000 // len(line) + 1
+    with open(tmp_path / name, "wb") as f:
+        if name.endswith(".jsonl"):
+            f.write(good_lines(10).encode() + b'{"text": "')
+            for _ in range(repeat):
+                f.write(line)
+            f.write(b'"}\n' + good_lines(10).encode())
+        else:
+            f.write(("\n".join(ZH[:10]) + "\n").encode())
+            for _ in range(repeat):
+                f.write(line)
+            f.write(("\n" + "\n".join(ZH[10:20]) + "\n").encode())
+    assert (tmp_path / name).stat().st_size > 200_000_000
+    r, peak = prepare_with_peak_rss(tmp_path / name, tmp_path / "out", bin_recipe(tmp_path, "r"))
+    assert r.returncode == 0, r.stderr
+    assert peak < PEAK_RSS_BOUND_MIB, peak
+    n_in, kept, drops = accounting(tmp_path / "out")
+    assert n_in == 21 and drops == {"line_too_long": 1} and kept > 0
+    limit = "line longer than input.max_line_bytes=16777216"
+    assert samples(tmp_path / "out")["line_too_long"] == [{"where": f"{name}:11", "message": limit}]
+    verify(tmp_path / "out")
+    r = prepare_cli(tmp_path, tmp_path / name, tmp_path / "stop", on_error="stop")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line(f"{name}:11", limit)

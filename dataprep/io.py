@@ -320,7 +320,7 @@ def line_splits(path: str | Path, split_bytes: int) -> list[tuple[int, int, int]
 
 def decompress_chunks(
     path: str | Path, prefix: Path, chunk_bytes: int, max_line_bytes: int | None = None
-) -> tuple[list[tuple[Path, int, int]], str]:
+) -> tuple[list[tuple[Path, int, int]], tuple[int, str] | None]:
     """Decompress ``path`` into plain files ``<prefix>.NNNNN`` of about ``chunk_bytes``, cut at line
     ends (over-long lines are copied in pieces, never held whole).
 
@@ -329,12 +329,13 @@ def decompress_chunks(
     the chunks never hold its bytes (a 1 GB line costs a few bytes of disk, not 1 GB). Without it,
     the copy is byte-exact.
 
-    Returns ([(chunk path, first line (1-based), bytes)], error message or "" when the compressed
-    data ended early; the chunks hold everything read before the error).
+    Returns ([(chunk path, first line (1-based), bytes)], None, or (the line that could not be
+    read, the message) when the compressed data ended early or is corrupt: the chunks hold every
+    line before it, as :meth:`LineReader.lines` reading the file itself would).
     """
     chunks: list[tuple[Path, int, int]] = []
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    line, error = 1, ""
+    line, error = 1, None
     out = None
     keep = None if max_line_bytes is None else max_line_bytes + 1
     in_line = 0  # bytes of the current line read so far
@@ -362,7 +363,7 @@ def decompress_chunks(
                         out.close()
                         out = None
         except (OSError, EOFError) as e:
-            error = f"cannot read past line {line}: {e}"
+            error = (line, f"cannot read further: {e}")
         finally:
             if out is not None:
                 out.close()

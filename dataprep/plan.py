@@ -469,7 +469,9 @@ def _max_line_bytes(recipe: Recipe, task: InputSplit) -> int | None:
     return limit if isinstance(limit, int) else None
 
 
-def _decompress_job(job: tuple[str, Path, int, int | None]) -> tuple[list[tuple[Path, int, int]], str]:
+def _decompress_job(
+    job: tuple[str, Path, int, int | None],
+) -> tuple[list[tuple[Path, int, int]], tuple[int, str] | None]:
     """:func:`decompress_chunks` of one file (module level: runs on a worker)."""
     return decompress_chunks(*job)
 
@@ -506,8 +508,8 @@ def _chunk_compressed(
             out.append(t)
             continue
         chunks, error = done[k]
-        if error:
-            report.file_error("read_error", f"{t.rel}:{chunks[-1][1] if chunks else 1}", error)
+        if error is not None:  # at the line the reader would name reading the file itself
+            report.file_error("read_error", f"{t.rel}:{error[0]}", error[1])
         total = sum(n for _, _, n in chunks) or 1
         out += [
             InputSplit(str(p), t.rel, t.reader, 0, -1, first, t.nbytes * n // total) for p, first, n in chunks

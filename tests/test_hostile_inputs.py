@@ -204,6 +204,13 @@ def test_truncated_gz_and_zst_are_read_errors_and_the_cut_record_is_dropped(tmp_
         assert "truncated" in sample["message"] or "ended before" in sample["message"]
         line = int(sample["where"].rsplit(":", 1)[1])
         assert 1 < line < n and n_in == line - 1 and drops == {}  # every line before the cut, none after
+        # decompressed into chunks first (for min_tasks): the same line named, the same lines read
+        chunked = tmp_path / f"chunked-{name}"
+        run([cut], chunked, recipe_with(group_files=False))  # one task per chunk
+        assert read_stats(chunked)["input"]["tasks"] > 1
+        assert samples(chunked)["read_error"] == [sample]
+        assert accounting(chunked)[::2] == (n_in, {})
+        verify(chunked)
         stop = prepare_cli(tmp_path, cut, tmp_path / f"stop-{name}", min_tasks=0, on_error="stop")
         assert stop.returncode == 1 and len(stop.stderr.strip().splitlines()) == 1
         assert stop.stderr.startswith(f"error: {name}:{line}: cannot read further")

@@ -332,7 +332,8 @@ def _table(rows: list[list[Any]], header: list[str], css_class: str = "") -> str
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     attr = f" class='{css_class}'" if css_class else ""
-    return f"<table{attr}><tr>{head}</tr>{body}</table>"
+    # in a box that scrolls sideways: a table wider than the window does not widen the page
+    return f"<div class='scroll'><table{attr}><tr>{head}</tr>{body}</table></div>"
 
 
 def _where_key(where: str) -> tuple[str, int]:
@@ -659,7 +660,10 @@ def render(
     ]
     style = (
         f"body{{font-family:{PAGE_FONT_FAMILY};"
-        "max-width:1100px;margin:2em auto;padding:0 1em;color:#222;overflow-wrap:anywhere}"
+        "max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        # long URLs, paths and ids break anywhere rather than widen the page (not numbers and
+        # headers of the other tables: they keep their words whole)
+        "h1,p,pre,code,.card,td.where,td.reason,table.examples td,table.problems td{overflow-wrap:anywhere}"
         "h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}nav{margin:1em 0;font-size:14px}"
         "h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}"
         "section{border-left:3px solid #e4e8ee;padding-left:1em;margin:1.2em 0}"
@@ -678,7 +682,7 @@ def render(
         ".plots{display:flex;flex-wrap:wrap;gap:0 1em}.plots figure{flex:1 1 460px;max-width:520px}"
         "table.examples{table-layout:fixed;width:100%}"
         "table.examples td,table.examples th{text-align:left;white-space:pre-wrap;font-size:12px}"
-        "mark{background:#ffd966}"
+        ".scroll{overflow-x:auto}mark{background:#ffd966}"
         ".outcome{background:#fbe3e3;border:1px solid #c05050;padding:.6em}"
     )
     return (

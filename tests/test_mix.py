@@ -148,6 +148,7 @@ def test_report_shows_target_against_achieved(
 
     findings = browser_findings(find_browser(), one / "report.html", tmp_path)
     assert findings["errors"] == [] and findings["overlaps"] == [] and findings["outside"] == []
+    assert findings["wide"] == [] and findings["page_width"] <= findings["window_width"]  # 11 columns
 
 
 def test_downsampled_documents_rejected_and_stats_per_source(

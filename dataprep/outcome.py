@@ -23,6 +23,8 @@ def read_hint(reason: str, input_params: dict[str, Any]) -> str | None:
         "bad_field_type": f"set input.text_field to a field that holds text "
         f"(now {input_params.get('text_field')!r})",
         "invalid_utf8": "set input.invalid_utf8: replace to keep such records with U+FFFD",
+        "invalid_encoding": f"check input.encoding (now {input_params.get('encoding')!r}), or set "
+        "input.invalid_utf8: replace to keep such records with U+FFFD",
     }
     return hints.get(reason)
 

@@ -58,15 +58,25 @@ class LineReader(Reader):
             return
         with raw_input as f:
             line_no = split.first_line - 1
-            stream, codec = f.stream, params.encoding
+            stream, codec = f.stream, codecs.lookup(params.encoding).name
             try:
                 if split.start == 0:
-                    bom = bom_encoding(stream.peek(4)[:4])  # type: ignore[attr-defined]
+                    head = stream.peek(HEAD_BYTES)[:HEAD_BYTES]  # type: ignore[attr-defined]
+                    bom = bom_encoding(head)
                     if bom is not None:
                         codec = bom[0]
                         stream.read(bom[1])
-                if codecs.lookup(codec).name != "utf-8":
+                    elif codec != "utf-8" and _is_utf8_text(head):
+                        report.repair(
+                            "declared_encoding",
+                            split.rel,
+                            f"UTF-8 text, read as UTF-8 (input.encoding is {params.encoding})",
+                        )
+                        codec = "utf-8"
+                wide = codec.startswith(("utf-16", "utf-32"))
+                if wide:  # 0x0A is no line end in these: decoded first, the lines cut in UTF-8
                     stream = transcoded(stream, codec)
+                line_codec = "utf-8" if wide else codec
                 for raw in iter_lines(stream, params.max_line_bytes, limit):
                     line_no += 1
                     if not line_no & 1023:
@@ -85,17 +95,20 @@ class LineReader(Reader):
                         report.repair("nul_bytes", f"{split.rel}:{line_no}", f"{nuls} NUL byte(s) removed")
                         raw = raw.replace(b"\x00", b"")
                     try:
-                        text = raw.decode("utf-8")
+                        text = raw.decode(line_codec)
                     except UnicodeDecodeError as e:
                         where = f"{split.rel}:{line_no}"
-                        message = f"invalid UTF-8 at byte {e.start}"
+                        kind = "invalid_utf8" if codec == "utf-8" else "invalid_encoding"
+                        message = f"invalid {'UTF-8' if codec == 'utf-8' else codec} at byte {e.start}"
+                        if wide:  # what the transcoder let through: an unpaired surrogate
+                            message = f"unpaired surrogate in {codec} text"
                         if params.invalid_utf8 == "drop":
-                            report.record_error("invalid_utf8", where, message, raw)
+                            report.record_error(kind, where, message, raw.decode(line_codec, "replace"))
                             continue
-                        report.repair("invalid_utf8", where, message + " (replaced with U+FFFD)")
-                        text = raw.decode("utf-8", "replace")
+                        report.repair(kind, where, message + " (replaced with U+FFFD)")
+                        text = raw.decode(line_codec, "replace")
                     yield LineRecord(line_no, text.rstrip("\r\n"), nbytes)
-            except UnicodeDecodeError as e:
+            except UnicodeDecodeError as e:  # UTF-16/32 only: an unpaired surrogate, a cut character
                 message = (
                     f"not valid {codec} (byte {e.start} of a read): set input.encoding to the file's encoding"
                 )
@@ -104,6 +117,23 @@ class LineReader(Reader):
                 # truncated or corrupt compressed data: what was read so far is kept
                 report.file_error("read_error", f"{split.rel}:{line_no + 1}", f"cannot read further: {e}")
             report.position = f.raw_position() - split.start
+
+
+HEAD_BYTES = 8192  # what the planner sniffs of a file
+
+
+def _is_utf8_text(head: bytes) -> bool:
+    """True when ``head`` (a file's first bytes) is UTF-8 with some non-ASCII text in it (64
+    bytes or more; an ASCII head decodes alike in every legacy encoding, and a few bytes of
+    GB18030 or Big5 can be valid UTF-8 by chance), a multi-byte character cut at its end
+    allowed."""
+    if sum(b >= 0x80 for b in head) < 64:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start >= len(head) - 3 and e.reason == "unexpected end of data"
+    return True
 
 
 def _wide(path: str) -> bool:

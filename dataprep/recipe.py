@@ -41,7 +41,9 @@ class InputParams:
         "skip", help="bad records: skip (record the reason and continue) or stop the run"
     )
     invalid_utf8: Literal["replace", "drop"] = param(
-        "replace", help="undecodable bytes: replace with U+FFFD (counted) or drop the record"
+        "replace",
+        help="bytes invalid in the file's encoding (UTF-8 or input.encoding): replace with U+FFFD "
+        "(counted) or drop the record",
     )
     max_line_bytes: int = param(
         16 << 20, help="records longer than this many bytes are dropped as line_too_long"

@@ -35,10 +35,27 @@ REJECTED_SCAN = 20_000  # records read per rejected/ file at most, looking for e
 LOG_SCALE_RATIO = 50  # largest bin / smallest non-empty bin from which a histogram has a log scale
 FONT_PX = 11  # label size in the figures (CSS px)
 COLOURS = ("#4878a8", "#e08a3c", "#6a9a58", "#c05050")
+# Fonts with the CJK characters, in order of preference (Linux, Linux, macOS, Windows): named
+# before the generic family so that Chinese text in the page and in the figures is drawn in a
+# Simplified Chinese face where one is installed, never as empty boxes; the rest falls back.
+CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Zen Hei", "PingFang SC", "Microsoft YaHei")
+PAGE_FONTS = ("system-ui", *CJK_FONTS, "sans-serif")
+FIGURE_FONTS = ("DejaVu Sans", *CJK_FONTS, "sans-serif")  # _text_px's widths are DejaVu Sans'
+MONO_FONTS = ("DejaVu Sans Mono", "Menlo", "Consolas", *CJK_FONTS, "monospace")  # texts in <pre>
+
+
+def _font_list(names: tuple[str, ...], quote: str) -> str:
+    """A CSS font-family value: names with a space quoted with ``quote``, generic ones bare."""
+    return ", ".join(f"{quote}{n}{quote}" if " " in n else n for n in names)
+
+
+FIGURE_FONT_FAMILY = _font_list(FIGURE_FONTS, "'")
+PAGE_FONT_FAMILY = _font_list(PAGE_FONTS, "'")
+MONO_FONT_FAMILY = _font_list(MONO_FONTS, "'")
 
 
 def _text_px(text: str, size: float = FONT_PX) -> float:
-    """An upper bound of the width of ``text`` at ``size`` px in DejaVu Sans (the page's font):
+    """An upper bound of the width of ``text`` at ``size`` px in DejaVu Sans (the figures' font):
     0.65 em per narrow character, 1 em per wide (CJK) one."""
     return sum(size * (1.0 if ord(c) >= 0x2E80 else 0.65) for c in text)
 
@@ -55,7 +72,7 @@ def _figure(title: str, width: float, height: float, body: list[str]) -> str:
     the title at the top."""
     svg = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="DejaVu Sans, sans-serif">'
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="{FIGURE_FONT_FAMILY}">'
         + _t(width / 2, 16, title, "middle", FONT_PX + 1, ' font-weight="bold"')
         + "".join(body)
         + "</svg>"
@@ -311,10 +328,31 @@ def _category_items(counters: dict[str, int], prefix: str) -> list[list[Any]]:
     return items
 
 
-def _table(rows: list[list[Any]], header: list[str]) -> str:
+def _table(rows: list[list[Any]], header: list[str], css_class: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    attr = f" class='{css_class}'" if css_class else ""
+    # in a box that scrolls sideways: a table wider than the window does not widen the page
+    return f"<div class='scroll'><table{attr}><tr>{head}</tr>{body}</table></div>"
+
+
+def _where_key(where: str) -> tuple[str, int]:
+    """Sort key of a ``file`` or ``file:line`` location: by file, then by line as a number."""
+    file, _, line = where.rpartition(":")
+    return (file, int(line)) if file and line.isdigit() else (where, 0)
+
+
+def input_problem_rows(inputs: dict[str, Any]) -> list[list[str]]:
+    """[where, kind, message] of each input problem once, by file and line: the files that
+    produced no task (``file_notes``) and the sampled problems (``problem_samples``), which name
+    the same file-level problems again (both come from one report)."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for n in inputs.get("file_notes", []):
+        seen.setdefault((n["file"], n["kind"]), [n["file"], n["kind"], n["message"]])
+    for kind, items in inputs.get("problem_samples", {}).items():
+        for it in items:
+            seen.setdefault((it["where"], kind), [it["where"], kind, it["message"]])
+    return sorted(seen.values(), key=lambda row: (_where_key(row[0]), row[1]))
 
 
 def marked_differences(base: str, other: str) -> tuple[str, str]:
@@ -476,23 +514,55 @@ def _drop_table(stats: dict[str, Any], examples: dict[tuple[str, str], list[dict
     return "".join(out) + "</table>"
 
 
-def _cards(stats: dict[str, Any]) -> str:
+def _cards(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
+    """The summary: documents read, kept and dropped, the tokens written (manifest.json: the
+    documents' tokens and their EOS, per split), the input and its tasks and, for a recipe with
+    ``sources:``, the train split's tokens per source with the share achieved and the target."""
     totals = stats["totals"]
     read = totals["docs_in"]
     kept = totals["kept"]
     cards = [
-        ("documents read", f"{read:,}"),
-        ("kept", f"{kept:,}" + (f" ({100 * kept / read:.1f}%)" if read else "")),
-        ("dropped", f"{totals['dropped']:,}"),
-        ("input", f"{stats['input']['files']} files, {stats['input']['bytes'] / 1e6:,.1f} MB"),
-        ("tasks", f"{stats['input']['tasks']}"),
+        ("documents read", f"{read:,}", ""),
+        ("kept", f"{kept:,}" + (f" ({100 * kept / read:.1f}%)" if read else ""), ""),
+        ("dropped", f"{totals['dropped']:,}", ""),
     ]
+    shards = manifest.get("shards") or {}
+    tokens = (shards.get("totals") or {}).get("tokens")
+    if isinstance(tokens, int):
+        splits = " · ".join(
+            f"{name} {entry['tokens']:,}"
+            for name, entry in (shards.get("splits") or {}).items()
+            if isinstance(entry.get("tokens"), int)
+        )
+        cards.append(("tokens written", f"{tokens:,}", splits))
+    inputs = stats["input"]
+    size = f"{inputs['files']:,} files, {inputs['bytes'] / 1e6:,.1f} MB"
+    cards.append(("input", size, f"read in {inputs['tasks']:,} task{'s' * (inputs['tasks'] != 1)}"))
+    out = _card_row(cards)
+    sources = (manifest.get("mix") or {}).get("sources") or {}
+    if sources:
+        per_source = []
+        for name, src in sources.items():
+            shares = [
+                f"{100 * src[key]:.1f}% {label}"
+                for key, label in (("achieved_share", "of train"), ("target_share", "target"))
+                if isinstance(src.get(key), int | float)
+            ]
+            per_source.append((name, f"{int(src.get('tokens_written') or 0):,}", ", ".join(shares)))
+        out += "<p class='caption'>tokens written per source (train split)</p>" + _card_row(per_source)
+    return out
+
+
+def _card_row(cards: list[tuple[str, str, str]]) -> str:
+    """(name, value, detail) triples as a row of cards (the detail in small print, when any)."""
     return (
         "<div class='cards'>"
         + "".join(
-            f"<div class='card'><div class='value'>{html.escape(v)}</div>"
-            f"<div class='name'>{html.escape(k)}</div></div>"
-            for k, v in cards
+            f"<div class='card'><div class='value'>{html.escape(value)}</div>"
+            f"<div class='name'>{html.escape(name)}</div>"
+            + (f"<div class='detail'>{html.escape(detail)}</div>" if detail else "")
+            + "</div>"
+            for name, value, detail in cards
         )
         + "</div>"
     )
@@ -516,10 +586,11 @@ def render(
     for spec, plot in zip(specs[3:], plots[3:], strict=True):
         (wide if spec["kind"] == "categories" else per_stage).setdefault(spec["stage"], []).append(plot)
     stages = stats["stages"]
+    problems = input_problem_rows(stats["input"])
     parts = [
         f"<h1>dataprep report: {html.escape(stats['recipe']['name'])}</h1>",
         f"<p class='sub'>recipe hash <code>{stats['recipe']['hash'][:16]}</code></p>",
-        _cards(stats),
+        _cards(stats, manifest),
         *(
             [f"<p class='outcome'><b>The run failed:</b> {html.escape(stats['outcome']['message'])}</p>"]
             if stats.get("outcome")
@@ -534,6 +605,7 @@ def render(
                 *([("mix", "data mix")] if (stats.get("mix") or {}).get("sources") else []),
                 ("lengths", "lengths"),
                 ("stages", "stages"),
+                *([("problems", "input problems")] if problems else []),
                 ("manifest", "manifest"),
             )
         )
@@ -577,12 +649,9 @@ def render(
         if s.get("examples"):
             parts.append(_examples(s["label"], s["examples"]))
         parts.append("</section>")
-    problems = stats["input"]["problem_samples"]
-    if problems or stats["input"]["file_notes"]:
-        parts.append("<h2>Input problems</h2>")
-        rows = [[n["kind"], n["file"], n["message"]] for n in stats["input"]["file_notes"]]
-        rows += [[kind, it["where"], it["message"]] for kind, items in problems.items() for it in items]
-        parts.append(_table(rows, ["kind", "where", "message"]))
+    if problems:
+        parts.append("<h2 id='problems'>Input problems</h2>")
+        parts.append(_table(problems, ["where", "kind", "message"], "problems"))
     shards = {k: v for k, v in manifest.items() if k not in ("inputs",)}
     parts += [
         "<h2 id='manifest'>Manifest</h2>",
@@ -590,23 +659,30 @@ def render(
         f"<pre>{html.escape(json.dumps(shards, ensure_ascii=False, indent=1)[:20000])}</pre></details>",
     ]
     style = (
-        "body{font-family:'DejaVu Sans','Noto Sans CJK SC','WenQuanYi Zen Hei',sans-serif;"
+        f"body{{font-family:{PAGE_FONT_FAMILY};"
         "max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        # long URLs, paths and ids break anywhere rather than widen the page (not numbers and
+        # headers of the other tables: they keep their words whole)
+        "h1,p,pre,code,.card,td.where,td.reason,table.examples td,table.problems td{overflow-wrap:anywhere}"
         "h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}nav{margin:1em 0;font-size:14px}"
         "h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}"
         "section{border-left:3px solid #e4e8ee;padding-left:1em;margin:1.2em 0}"
         ".cards{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}"
         ".card{background:#f4f6f9;border-radius:6px;padding:.6em 1em;min-width:8em}"
         ".card .value{font-size:20px;font-weight:bold}.card .name{color:#666;font-size:12px}"
+        ".card .detail{color:#888;font-size:11px}.caption{margin:.4em 0 0;color:#444}"
         "table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:right;vertical-align:top}"
         "td:first-child,th:first-child{text-align:left}td.where{text-align:left;font-size:12px;color:#555}"
-        "pre{background:#f6f6f6;padding:.6em;font-size:12px;white-space:pre-wrap;word-break:break-all}"
+        "table.drops th:last-child,table.problems td,table.problems th{text-align:left}"
+        f"pre,code{{font-family:{MONO_FONT_FAMILY}}}"
+        "pre{background:#f6f6f6;padding:.6em;font-size:12px;white-space:pre-wrap}"
         "summary{cursor:pointer}.example{margin:.4em 0 .8em}.example .meta{font-size:12px;color:#555}"
         "figure{margin:.6em 0}figure svg{max-width:100%;height:auto}"
         ".plots{display:flex;flex-wrap:wrap;gap:0 1em}.plots figure{flex:1 1 460px;max-width:520px}"
-        "table.examples td{text-align:left;vertical-align:top;white-space:pre-wrap;max-width:360px;"
-        "font-size:12px}mark{background:#ffd966}"
+        "table.examples{table-layout:fixed;width:100%}"
+        "table.examples td,table.examples th{text-align:left;white-space:pre-wrap;font-size:12px}"
+        ".scroll{overflow-x:auto}mark{background:#ffd966}"
         ".outcome{background:#fbe3e3;border:1px solid #c05050;padding:.6em}"
     )
     return (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -54,6 +55,26 @@ def test_report_has_embedded_plots_and_is_regenerated(tmp_path: Path) -> None:
     assert "Input problems" in html and "malformed.jsonl:2" in html
     assert "<script" not in html and not re.search(r"""(?:src|href)=["']?(?:https?:|//)""", html)
     assert "<details><summary>read / malformed_json</summary>" in html  # examples a click away
+    # every input problem once (a file without a task is both a file note and a sampled problem)
+    table = html.split("<table class='problems'>", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>.*?</td></tr>", table)
+    assert ("adversarial/binary.txt", "binary_file") in rows and (
+        "adversarial/malformed.jsonl:2",
+        "malformed_json",
+    ) in rows
+    assert len(rows) == len(set(rows))
+    # the tokens written, from the manifest, with each split's
+    shards = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["shards"]
+    splits = " · ".join(f"{name} {s['tokens']:,}" for name, s in shards["splits"].items())
+    assert (
+        f"<div class='value'>{shards['totals']['tokens']:,}</div><div class='name'>tokens written</div>"
+        f"<div class='detail'>{splits}</div>"
+    ) in html
+    # Chinese text has CJK fonts to fall back on; long URLs and paths wrap
+    from dataprep.report import CJK_FONTS
+
+    style = html.split("<style>", 1)[1].split("</style>", 1)[0]
+    assert all(f"'{name}'" in style for name in CJK_FONTS) and "overflow-wrap:anywhere" in style
     (out / "report.html").unlink()
     r = subprocess.run(
         [sys.executable, "-m", "dataprep.cli", "report", str(out)], capture_output=True, text=True

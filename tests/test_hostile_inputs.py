@@ -4,6 +4,7 @@ reason) and, where the run completes, ``dataprep verify``."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -203,6 +204,13 @@ def test_truncated_gz_and_zst_are_read_errors_and_the_cut_record_is_dropped(tmp_
         assert "truncated" in sample["message"] or "ended before" in sample["message"]
         line = int(sample["where"].rsplit(":", 1)[1])
         assert 1 < line < n and n_in == line - 1 and drops == {}  # every line before the cut, none after
+        # decompressed into chunks first (for min_tasks): the same line named, the same lines read
+        chunked = tmp_path / f"chunked-{name}"
+        run([cut], chunked, recipe_with(group_files=False))  # one task per chunk
+        assert read_stats(chunked)["input"]["tasks"] > 1
+        assert samples(chunked)["read_error"] == [sample]
+        assert accounting(chunked)[::2] == (n_in, {})
+        verify(chunked)
         stop = prepare_cli(tmp_path, cut, tmp_path / f"stop-{name}", min_tasks=0, on_error="stop")
         assert stop.returncode == 1 and len(stop.stderr.strip().splitlines()) == 1
         assert stop.stderr.startswith(f"error: {name}:{line}: cannot read further")
@@ -290,24 +298,103 @@ def test_byte_order_marks_decide_the_encoding(tmp_path: Path, codec: str) -> Non
     verify(tmp_path / "out")
 
 
+def stop_line(where: str, message: str) -> list[str]:
+    """The one line a run under ``on_error: stop`` prints for a problem at ``where``."""
+    return [f"error: {where}: {message} (input.on_error is 'stop'; fix the input or set it to 'skip')"]
+
+
 def test_gb18030_with_input_encoding_and_named_without_it(tmp_path: Path) -> None:
-    f = tmp_path / "old.txt"
-    f.write_bytes(("\n".join(ZH) + "\n").encode("gb18030"))
-    good = tmp_path / "good.txt"
-    good.write_text(ZH[0] + "\n", encoding="utf-8")
-    run([f, good], tmp_path / "out", recipe_with(encoding="gb18030", min_tasks=0))
+    src = tmp_path / "in"
+    src.mkdir()
+    old = src / "old.txt"  # GB18030, with one line (11) that is not
+    old.write_bytes(
+        ("\n".join(ZH[:10]) + "\n").encode("gb18030")
+        + b"\x81\x20bad\n"
+        + ("\n".join(ZH[10:]) + "\n").encode("gb18030")
+    )
+    (src / "good.txt").write_text(ZH[0] + "\n", encoding="utf-8")  # UTF-8: read as UTF-8 whatever is declared
+    r = prepare_cli(tmp_path, src, tmp_path / "out", encoding="gb18030", min_tasks=0)
+    assert r.returncode == 0, r.stderr
     n_in, _, drops = accounting(tmp_path / "out")
-    assert n_in == 31 and drops == {}
-    verify(tmp_path / "out")
-    run([f, good], tmp_path / "plain")
-    notes = read_stats(tmp_path / "plain")["input"]["file_notes"]
-    assert notes == [
-        {
-            "file": "old.txt/old.txt",  # with several inputs, rel starts with the input name
-            "kind": "not_utf8",
-            "message": "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding",
-        }
+    assert n_in == 32 and drops == {}  # 31 lines of old.txt, the bad one repaired, and good.txt's
+    s = samples(tmp_path / "out")
+    assert s["invalid_encoding"] == [
+        {"where": "old.txt:11", "message": "invalid gb18030 at byte 0 (replaced with U+FFFD)"}
     ]
+    verify(tmp_path / "out")
+    r = prepare_cli(tmp_path, src, tmp_path / "drop", encoding="gb18030", invalid_utf8="drop", min_tasks=0)
+    assert r.returncode == 0 and accounting(tmp_path / "drop")[2] == {"invalid_encoding": 1}
+    verify(tmp_path / "drop")
+    r = prepare_cli(
+        tmp_path, src, tmp_path / "stop", encoding="gb18030", invalid_utf8="drop", on_error="stop"
+    )
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == stop_line("old.txt:11", "invalid gb18030 at byte 0")
+
+    # undeclared: named, with the encoding charset-normalizer finds, and skipped (or stops the run)
+    (src / "old.txt").write_bytes(("\n".join(ZH) + "\n").encode("gb18030"))
+    message = "not UTF-8; charset-normalizer finds gb18030: set input.encoding: gb18030"
+    r = prepare_cli(tmp_path, src, tmp_path / "plain")
+    assert r.returncode == 0, r.stderr
+    assert read_stats(tmp_path / "plain")["input"]["file_notes"] == [
+        {"file": "old.txt", "kind": "not_utf8", "message": message}
+    ]
+    assert accounting(tmp_path / "plain") == (1, 1, {})
+    verify(tmp_path / "plain")
+    r = prepare_cli(tmp_path, src, tmp_path / "plain-stop", on_error="stop")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line("old.txt", message)
+
+
+def test_big5_named_and_read_with_input_encoding(tmp_path: Path) -> None:
+    traditional = (
+        "\n".join(["學而時習之，不亦說乎？有朋自遠方來，不亦樂乎？人不知而不慍，不亦君子乎？"] * 20) + "\n"
+    )
+    f = tmp_path / "b.txt"
+    f.write_bytes(traditional.encode("big5"))
+    r = prepare_cli(tmp_path, f, tmp_path / "plain")
+    assert r.returncode == 1  # nothing else to read: the run says no document was read
+    assert "not_utf8 1 (first: b.txt)" in r.stderr
+    assert read_stats(tmp_path / "plain")["input"]["file_notes"][0]["message"] == (
+        "not UTF-8; charset-normalizer finds big5: set input.encoding: big5"
+    )
+    r = prepare_cli(tmp_path, f, tmp_path / "big5", encoding="big5")
+    assert r.returncode == 0, r.stderr
+    n_in, _, drops = accounting(tmp_path / "big5")
+    assert n_in == 20 and drops == {}
+    assert read_stats(tmp_path / "big5")["input"]["problems"] == {"files.read": 1}
+    verify(tmp_path / "big5")
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_with_a_bom_is_read_whatever_input_encoding_says(tmp_path: Path, codec: str) -> None:
+    """UTF-16 LE and BE text and JSONL with a byte-order mark: read as the text they are, with
+    the default input.encoding and with another one declared (the mark decides)."""
+    bom = b"\xff\xfe" if codec.endswith("le") else b"\xfe\xff"
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "t.txt").write_bytes(bom + ("\n".join(ZH) + "\n").encode(codec))
+    (src / "j.jsonl").write_bytes(bom + good_lines(20).encode(codec))
+    for declared in ("utf-8", "gb18030"):
+        out = tmp_path / f"out-{declared}"
+        r = prepare_cli(tmp_path, src, out, encoding=declared)
+        assert r.returncode == 0, r.stderr
+        n_in, kept, drops = accounting(out)
+        assert n_in == 50 and kept > 0 and drops == {}
+        assert read_stats(out)["input"]["problems"] == {"files.read": 2}  # no repair, no note
+        verify(out)
+
+
+def test_utf16_without_a_bom_is_named_and_read_when_declared(tmp_path: Path) -> None:
+    f = tmp_path / "u.txt"
+    f.write_bytes(("\n".join(ZH) + "\n").encode("utf-16-le"))
+    message = "utf-16-le without a byte-order mark (charset-normalizer): set input.encoding: utf-16-le"
+    r = prepare_cli(tmp_path, f, tmp_path / "plain", on_error="stop")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line("u.txt", message)
+    r = prepare_cli(tmp_path, f, tmp_path / "declared", encoding="utf-16-le")
+    assert r.returncode == 0, r.stderr
+    n_in, _, drops = accounting(tmp_path / "declared")
+    assert n_in == 30 and drops == {}
+    verify(tmp_path / "declared")
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
@@ -359,3 +446,105 @@ def test_train_tokenizer_warns_when_the_vocabulary_is_smaller_than_asked(tmp_pat
     r = cli("train-tokenizer", str(src), "--out", str(tmp_path / "tok"), "--vocab-size", "100000")
     assert r.returncode == 0, r.stderr
     assert "fewer than the 100,000 asked" in r.stderr
+
+
+# A run of the small recipe (shards in .bin only: MindRecord's writer loads MindSpore) peaks at
+# about 175 MiB resident on a tiny input. Holding a 200 MB line, or a 1 GB decompressed bomb,
+# whole would add at least its size: the bound sits between.
+PEAK_RSS_BOUND_MIB = 330
+
+
+def bin_recipe(tmp_path: Path, name: str, **input_options: object) -> Path:
+    recipe = recipe_with(**input_options)
+    recipe["stages"][-1] = {"pack": {"seq_length": 64, "writers": ["bin"]}}
+    return write_recipe(tmp_path / f"{name}.yaml", recipe)
+
+
+def prepare_with_peak_rss(
+    inp: Path, out: Path, recipe: Path
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """(the `dataprep prepare` run, the largest resident memory of it or any of its processes in
+    MiB): run under a Python parent whose children's rusage is theirs alone."""
+    code = (
+        "import json, resource, subprocess, sys\n"
+        "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
+        "print(json.dumps({'rc': r.returncode, 'err': r.stderr, 'peak': peak}))\n"
+    )
+    cmd = [sys.executable, "-m", "dataprep.cli", "prepare", str(inp), "--out", str(out)]
+    cmd += ["--recipe", str(recipe), "--quiet", "--workers", "1"]
+    r = subprocess.run(
+        [sys.executable, "-c", code, *cmd], capture_output=True, text=True, cwd=REPO, timeout=900
+    )
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)
+    return subprocess.CompletedProcess(cmd, found["rc"], "", found["err"]), found["peak"]
+
+
+def write_gz_stream(path: Path, parts: list[tuple[bytes, int]]) -> Path:
+    """A gzip file of each (bytes, times) part written ``times`` times, streaming."""
+    with gzip.GzipFile(path, "wb", mtime=0, compresslevel=6) as f:
+        for data, times in parts:
+            for _ in range(times):
+                f.write(data)
+    return path
+
+
+def test_gzip_bomb_is_read_streaming_and_its_line_dropped(tmp_path: Path) -> None:
+    """1 GB of zero bytes gzipped (about 1 MB): alone, a binary file; after 200 JSONL records, a
+    1 GB line dropped as line_too_long on its line, the records around it kept. Memory stays
+    flat (the line is never held)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    zeros = (b"\x00" * (1 << 20), 1024)
+    write_gz_stream(src / "zeros.txt.gz", [zeros])
+    records = good_lines(20).encode()
+    bomb = write_gz_stream(src / "bomb.jsonl.gz", [(records, 10), zeros, (b"\n" + records, 1)])
+    assert bomb.stat().st_size < 4 << 20
+    r, peak = prepare_with_peak_rss(src, tmp_path / "out", bin_recipe(tmp_path, "r"))
+    assert r.returncode == 0, r.stderr
+    assert peak < PEAK_RSS_BOUND_MIB, peak
+    stats = read_stats(tmp_path / "out")
+    assert stats["input"]["file_notes"] == [
+        {
+            "file": "zeros.txt.gz",
+            "kind": "binary_file",
+            "message": "looks binary (control bytes or undecodable text), skipped",
+        }
+    ]
+    n_in, _, drops = accounting(tmp_path / "out")
+    assert n_in == 221 and drops == {"line_too_long": 1}
+    limit = "line longer than input.max_line_bytes=16777216"
+    assert samples(tmp_path / "out")["line_too_long"] == [{"where": "bomb.jsonl.gz:201", "message": limit}]
+    verify(tmp_path / "out")
+    r, peak = prepare_with_peak_rss(bomb, tmp_path / "stop", bin_recipe(tmp_path, "s", on_error="stop"))
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line("bomb.jsonl.gz:201", limit)
+    assert peak < PEAK_RSS_BOUND_MIB, peak
+
+
+@pytest.mark.parametrize("name", ["big.txt", "big.jsonl"])
+def test_a_200_mb_line_is_dropped_on_its_line_with_memory_flat(tmp_path: Path, name: str) -> None:
+    line = "".join(ZH).encode()
+    repeat = 200_000_000 // len(line) + 1
+    with open(tmp_path / name, "wb") as f:
+        if name.endswith(".jsonl"):
+            f.write(good_lines(10).encode() + b'{"text": "')
+            for _ in range(repeat):
+                f.write(line)
+            f.write(b'"}\n' + good_lines(10).encode())
+        else:
+            f.write(("\n".join(ZH[:10]) + "\n").encode())
+            for _ in range(repeat):
+                f.write(line)
+            f.write(("\n" + "\n".join(ZH[10:20]) + "\n").encode())
+    assert (tmp_path / name).stat().st_size > 200_000_000
+    r, peak = prepare_with_peak_rss(tmp_path / name, tmp_path / "out", bin_recipe(tmp_path, "r"))
+    assert r.returncode == 0, r.stderr
+    assert peak < PEAK_RSS_BOUND_MIB, peak
+    n_in, kept, drops = accounting(tmp_path / "out")
+    assert n_in == 21 and drops == {"line_too_long": 1} and kept > 0
+    limit = "line longer than input.max_line_bytes=16777216"
+    assert samples(tmp_path / "out")["line_too_long"] == [{"where": f"{name}:11", "message": limit}]
+    verify(tmp_path / "out")
+    r = prepare_cli(tmp_path, tmp_path / name, tmp_path / "stop", on_error="stop")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == stop_line(f"{name}:11", limit)

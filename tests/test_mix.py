@@ -142,10 +142,13 @@ def test_report_shows_target_against_achieved(
             f"<td>{name}</td><td>{100 * s['target_share']:.2f}%</td><td>{100 * s['achieved_share']:.2f}%</td>"
         )
         assert row in page
+        card = f"<div class='value'>{s['tokens_written']:,}</div><div class='name'>{name}</div>"
+        assert card in page  # the summary's tokens written per source
     from test_report_browser import browser_findings, find_browser
 
     findings = browser_findings(find_browser(), one / "report.html", tmp_path)
     assert findings["errors"] == [] and findings["overlaps"] == [] and findings["outside"] == []
+    assert findings["wide"] == [] and findings["page_width"] <= findings["window_width"]  # 11 columns
 
 
 def test_downsampled_documents_rejected_and_stats_per_source(

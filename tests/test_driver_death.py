@@ -1,6 +1,7 @@
 """A run's worker processes end with its driver, also when the driver is killed (SIGKILL leaves it
 no time to shut its pool down): pool workers of `dataprep prepare`, a stage's own process
-(``IsolatedProcess``) and the Ray tasks of a Ray instance the run started."""
+(``IsolatedProcess``) and the Ray tasks of a Ray instance the run started. (On a cluster joined
+by address Ray ends a job's tasks itself when its driver disconnects.)"""
 
 from __future__ import annotations
 
@@ -108,6 +109,30 @@ def test_pool_workers_end_when_the_prepare_driver_is_killed_mid_pass(tmp_path: P
         assert _done_markers(out) < 50, "the pass is nearly over; make the corpus bigger"
         # the pool's workers (and multiprocessing's resource tracker): spawned Python processes
         assert sum("multiprocessing" in " ".join(p.cmdline()) for p in workers) >= 2
+        _kill_driver_and_check(proc, workers)
+    finally:
+        _cleanup(proc, workers)
+
+
+# Ray's idle agents of a node; they end by themselves about a minute after their raylet, using no CPU
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def test_ray_tasks_of_a_local_instance_end_when_the_prepare_driver_is_killed_mid_pass(tmp_path: Path) -> None:
+    """The Ray instance the run started (GCS, raylet) and its workers, those that run the run's
+    tasks included, end with the driver."""
+    pytest.importorskip("ray")
+    proc, out = _mid_pass_workers(tmp_path, "--executor", "ray")
+    workers: list[psutil.Process] = []
+    try:
+        workers = [
+            p
+            for p in psutil.Process(proc.pid).children(recursive=True)
+            if not " ".join(p.cmdline()).startswith(RAY_AGENTS)
+        ]
+        assert _done_markers(out) < 50, "the pass is nearly over; make the corpus bigger"
+        assert any(" ".join(p.cmdline()).startswith("ray::") for p in workers)  # Ray's workers
+        assert any("raylet" in " ".join(p.cmdline()) for p in workers)
         _kill_driver_and_check(proc, workers)
     finally:
         _cleanup(proc, workers)

@@ -140,13 +140,19 @@ class DriverContext:
 class IsolatedProcess:
     """A fresh (spawned) process for one call, after which it exits. Created ahead of the call
     with a ``warm_up`` (a module-level function of one ignored argument, e.g. imports), its
-    start-up overlaps whatever the driver does until then."""
+    start-up overlaps whatever the driver does until then. It ends when the process that created
+    it does, killed included (:func:`dataprep.worker_env.exit_with_parent`)."""
 
     def __init__(self, warm_up: Callable[[Any], Any] | None = None):
         import multiprocessing as mp
+        import os
         from concurrent.futures import ProcessPoolExecutor
 
-        self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+        from dataprep.worker_env import exit_with_parent
+
+        self._pool = ProcessPoolExecutor(
+            1, mp_context=mp.get_context("spawn"), initializer=exit_with_parent, initargs=(os.getpid(),)
+        )
         if warm_up is not None:
             self._pool.submit(warm_up, None)  # the process starts with its first call
 

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,12 +56,71 @@ def single_threaded_encoders() -> Iterator[None]:
             os.environ[name] = saved
 
 
-def init_pool_worker(queue: Any) -> None:
-    """A local pool worker's initializer: thread variables, then the progress queue."""
+def init_pool_worker(queue: Any, driver_pid: int) -> None:
+    """A local pool worker's initializer: ends with the driver (:func:`exit_with_parent`), thread
+    variables, then the progress queue."""
     global progress_queue, numpy_was_loaded
+    exit_with_parent(driver_pid)
     numpy_was_loaded = "numpy" in sys.modules
     one_thread_per_worker()
     progress_queue = queue
+
+
+_watched: set[int] = set()
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """End this process (SIGKILL to itself) as soon as its parent ``parent_pid`` has ended, or at
+    once when it already has (this process then belongs to another parent): a worker must not run
+    on after its driver was killed. See :func:`exit_with`."""
+    exit_with(parent_pid)
+    if os.getppid() != parent_pid:
+        _end_now()
+
+
+def exit_with(pid: int) -> None:
+    """End this process (SIGKILL to itself) as soon as the process ``pid`` on this machine has
+    ended (at once when it has already). A daemon thread waits on a pidfd of ``pid`` (Linux 5.3+;
+    elsewhere it polls every half second); it needs the GIL only to end the process, which a
+    running Python task yields within milliseconds. Once per ``pid`` and process.
+
+    Not the parent-death signal (``prctl(PR_SET_PDEATHSIG)``): Linux sends that when the *thread*
+    that started the process ends, and a pool starts its workers from whichever thread submits
+    work first, so a worker would be killed when, say, a warm-up thread of the driver ends."""
+    if pid in _watched:
+        return
+    _watched.add(pid)
+    fd: int | None = None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        _end_now()
+    except (AttributeError, OSError):  # no pidfd (not Linux, an old kernel): poll
+        fd = None
+    threading.Thread(target=_wait_for_end, args=(pid, fd), name=f"exit-with-{pid}", daemon=True).start()
+
+
+def _wait_for_end(pid: int, fd: int | None) -> None:
+    if fd is not None:
+        select.select([fd], [], [])  # a pidfd becomes readable when its process has ended
+    else:
+        while _alive(pid):
+            time.sleep(0.5)
+    _end_now()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _end_now() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def worker_setup(_: Any = None) -> dict[str, Any]:

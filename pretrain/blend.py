@@ -17,7 +17,7 @@ Shards are read only through :mod:`dataprep.formats` (each split's registered tr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,11 +72,19 @@ class BlendedRows:
     :mod:`dataprep.formats.registry`): ``batches(indices, batch_size)`` yields the blend's samples
     ``indices`` with ``row_ids`` (blend sample ids), ``blend_id`` and ``source_label``."""
 
-    def __init__(self, entries: list[DataEntry], splits: list[SplitFiles], seed: int):
+    def __init__(
+        self,
+        entries: list[DataEntry],
+        splits: list[SplitFiles],
+        seed: int,
+        open_rows: Callable[[SplitFiles], Any] | None = None,
+    ):
+        """``open_rows(split)``: the TrainingRows of a split (default: its format's own reader; the
+        trainer's checks the files first, :class:`dataprep.formats.readers_for_training.CheckedRows`)."""
         if len(entries) != len(splits) or not entries:
             raise ValueError("BlendedRows needs one split per data entry")
         self.entries = entries
-        self.rows = [get_format(s.format).training_rows(s) for s in splits]
+        self.rows = [(open_rows or (lambda s: get_format(s.format).training_rows(s)))(s) for s in splits]
         sizes = [len(r) for r in self.rows]
         empty = [e.name for e, n in zip(entries, sizes, strict=True) if n == 0]
         if empty:

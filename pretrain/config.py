@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
         # mask the label that follows each document end (the next document's first token); as
         # Megatron-LM's --eod-mask-loss, off by default
         "mask_cross_document_label": False,
+        # check each shard file's size and sha256 against the manifest before its rows are first
+        # read (in the background); false (or run.py --no-verify-shards) checks sizes only
+        "verify_shards": True,
     },
     "optimizer": {
         "type": "adamw",  # adamw | lamb
@@ -126,6 +129,7 @@ RESUMABLE_KEYS = {
     ("monitor", "loss_by_source"),
     ("monitor", "grad_norm_spike"),  # e.g. stop on a spike, inspect, resume with policy skip
     ("train", "log_interval"),
+    ("train", "verify_shards"),
     ("train", "prefetch"),
     ("train", "mode"),
     ("checkpoint", "dir"),

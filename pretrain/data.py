@@ -27,7 +27,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,7 +235,8 @@ class StepLoader:
     """Yields, for steps ``start_step .. end_step-1``, a list of ``accum`` micro-batch feature dicts.
 
     A background thread prepares up to ``prefetch`` steps ahead; ``wait_seconds`` accumulates the
-    time the consumer spent blocked waiting for data (the data-wait share of step time).
+    time the consumer spent blocked waiting for data (the data-wait share of step time), measured
+    with ``clock`` (seconds; injectable for tests).
     """
 
     def __init__(
@@ -250,8 +251,10 @@ class StepLoader:
         prefetch: int = 4,
         use_stored: bool = True,
         mask_cross_document_label: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         self.source, self.batch_size, self.accum = source, batch_size, accum
+        self.clock = clock
         self.eos_id, self.pad_id, self.use_stored = eos_id, pad_id, use_stored
         self.mask_cross_document_label = mask_cross_document_label
         self.rows_per_step = batch_size * accum
@@ -315,14 +318,18 @@ class StepLoader:
 
     def __iter__(self) -> Iterator[tuple[int, list[dict[str, np.ndarray]]]]:
         while True:
-            t0 = time.perf_counter()
-            item = self._q.get()
-            self.wait_seconds += time.perf_counter() - t0
+            t0 = self.clock()
+            item = self._next_item()
+            self.wait_seconds += self.clock() - t0
             if item is None:
                 return
             if isinstance(item, BaseException):
                 raise item
             yield item
+
+    def _next_item(self) -> Any:
+        """The next prepared step (blocks until the loader thread has one)."""
+        return self._q.get()
 
     def close(self) -> None:
         self._stop.set()

@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "max_position_embeddings, qkv_bias)",
     )
     ap.add_argument(
+        "--no-verify-shards",
+        action="store_true",
+        help="do not hash the shard files against manifest.json before reading them (train.verify_shards: "
+        "false; sizes and token ids are still checked)",
+    )
+    ap.add_argument(
         "--overfit-check",
         action="store_true",
         help="train on a tiny fixed slice and assert the loss falls below overfit.max_loss",
@@ -117,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.no_verify_shards:
+        cfg["train"]["verify_shards"] = False
     output = Path(args.output or Path("output") / Path(args.config or "default").stem)
     if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler process runs this script too
         from mindspore.communication import init

@@ -35,13 +35,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dataprep.formats.readers_for_training import ShardError, open_split
+from dataprep.formats.readers_for_training import CheckedRows, ShardCheck, ShardError, SplitFiles, open_split
+from dataprep.formats.registry import get_format
 from pretrain import checkpoint as ckpt
 from pretrain.blend import BlendedRows, DataEntry, entries_from_config
 from pretrain.config import (
@@ -100,6 +101,7 @@ class Trainer:
         self.data = Path(data) if data else Path(cfg["data"][0]["path"]) if cfg["data"] else Path(".")
         self.allow_config_mismatch = set(allow_config_mismatch)
         self.stop_requested = False  # set by SIGTERM; the run stops after the current step
+        self.clock: Callable[[], float] = time.perf_counter  # seconds: step times, data wait (injectable)
         self._init_context()
         self._open_data()
         self._build()
@@ -182,6 +184,11 @@ class Trainer:
             raise ConfigError(str(e)) from None
         split = splits[0]
         _check_compatible(paths, splits)
+        if not t["verify_shards"]:
+            self.log(
+                "shards: sha256 check against manifest.json skipped (train.verify_shards false or "
+                "--no-verify-shards); sizes and token ids are still checked"
+            )
         self.entries, self.splits = entries, splits
         self.shards = split.shards
         self.split = split
@@ -209,10 +216,15 @@ class Trainer:
                     for e, sp in zip(entries, splits, strict=True)
                 ],
             }
-            self.blend = BlendedRows(entries, splits, int(self.cfg["seed"]))
+            self.blend = BlendedRows(entries, splits, int(self.cfg["seed"]), open_rows=self._checked_rows)
             self.labels = self.blend.labels
         self.source = RowSource(
-            split, self.layout.dp, self.dp_rank, int(self.cfg["seed"]), bool(t["shuffle"]), rows=self.blend
+            split,
+            self.layout.dp,
+            self.dp_rank,
+            int(self.cfg["seed"]),
+            bool(t["shuffle"]),
+            rows=self.blend if self.blend is not None else self._checked_rows(split),
         )
         self.eval_split = None
         self._eval_rows: BlendedRows | None = None
@@ -228,12 +240,23 @@ class Trainer:
                     self.log(f"eval: {entry.name} left out ({err})")
             if have:
                 self.eval_split = have[0][1]
-                self._eval_rows = BlendedRows([h[0] for h in have], [h[1] for h in have], 0)
+                self._eval_rows = BlendedRows(
+                    [h[0] for h in have], [h[1] for h in have], 0, open_rows=self._checked_rows
+                )
         elif e["interval"] > 0:
             try:
                 self.eval_split = open_split(self.data, e["split"], t["data_format"])
             except ShardError as err:
                 self.log(f"eval: disabled ({err})")
+
+    def _checked_rows(self, split: SplitFiles) -> CheckedRows:
+        """The split's training rows, read only once checked: sizes now, sha256 in the background
+        and per file before its first row (unless train.verify_shards is false), token ids per
+        batch (:class:`dataprep.formats.readers_for_training.CheckedRows`)."""
+        check = ShardCheck(split, hashes=bool(self.cfg["train"]["verify_shards"]))
+        check.check_sizes()
+        check.start()
+        return CheckedRows(get_format(split.format).training_rows(split), split, check)
 
     def _build(self) -> None:
         import mindspore as ms
@@ -529,7 +552,12 @@ class Trainer:
         t, e = self.cfg["train"], self.cfg["eval"]
         if not hasattr(self, "_eval_source"):
             self._eval_source = RowSource(
-                self.eval_split, self.layout.dp, self.dp_rank, 0, shuffle=False, rows=self._eval_rows
+                self.eval_split,
+                self.layout.dp,
+                self.dp_rank,
+                0,
+                shuffle=False,
+                rows=self._eval_rows if self._eval_rows is not None else self._checked_rows(self.eval_split),
             )
         src = self._eval_source
         eval_batch = self.layout.dp * t["batch_size"]
@@ -876,6 +904,7 @@ class Trainer:
             end,
             prefetch=t["prefetch"],
             mask_cross_document_label=bool(t["mask_cross_document_label"]),
+            clock=self.clock,
         )
         previous_handler = None
         if threading.current_thread() is threading.main_thread():
@@ -896,7 +925,7 @@ class Trainer:
         peak = mon["peak_flops"]
         last_saved = start
         stopped_at = None
-        t_prev = time.perf_counter()
+        t_prev = self.clock()
         wait_prev = 0.0
         try:
             with open(metrics_path, "a", encoding="utf-8") as mf:
@@ -904,7 +933,7 @@ class Trainer:
                     step = step_index + 1
                     by_source = self.loss_by_source(micro)
                     r = self.train_step(micro)
-                    now = time.perf_counter()
+                    now = self.clock()
                     dt = now - t_prev
                     wait = loader.wait_seconds - wait_prev
                     t_prev, wait_prev = now, loader.wait_seconds
@@ -992,11 +1021,11 @@ class Trainer:
                                 f"eval  {step:>6} | loss {ev['eval_loss']:.4f} | ppl {ev['eval_ppl']:.2f}"
                             )
                         # eval time is not step time
-                        t_prev = time.perf_counter()
+                        t_prev = self.clock()
                     if (c["save_interval"] and step % c["save_interval"] == 0) or step == end:
                         self.save(step)
                         last_saved = step
-                        t_prev = time.perf_counter()
+                        t_prev = self.clock()
                     if r["stop"]:
                         stopped_at = step
                         break
@@ -1218,6 +1247,6 @@ def main_guard(fn: Any) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (TrainingError, ckpt.CheckpointError) as e:
+    except (TrainingError, ckpt.CheckpointError, ShardError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

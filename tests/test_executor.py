@@ -348,6 +348,6 @@ def test_progress_is_relayed_until_the_end_of_pass_marker() -> None:
         updates.put(update)
     updates.put(None)
     updates.put((9, 9))  # the next pass's
-    relay.join(timeout=10)
+    relay.join(timeout=600)  # bounds a hang only: the relay ends at the None
     assert not relay.is_alive()
     assert got == [(3, 30), (1, 7)] and updates.get_nowait() == (9, 9)

@@ -4,11 +4,10 @@ gradient accumulation, fp16 overflow skipping, guard rails, checkpoints, CLI err
 from __future__ import annotations
 
 import json
+import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from pretrain.synthetic_data import write_dataset
 from pretrain.trainer import Trainer, TrainingError, read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
+HANG_S = 1800  # bounds a hung training process only; a run on a busy machine takes far less
 
 TINY = {
     "seed": 3,
@@ -69,23 +69,17 @@ def run_cli(
     tmp: Path, cfg: dict[str, Any], data: Path, out: Path, *extra: str
 ) -> subprocess.CompletedProcess:
     cmd = cli_command(tmp, cfg, data, out, *extra)
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=HANG_S)
 
 
-def run_cli_with_sigterm(tmp: Path, cfg: dict[str, Any], data: Path, out: Path) -> tuple[int, str]:
-    """Run the CLI and send it SIGTERM as soon as it logs the start of training (step 1 then
-    compiles for seconds); returns (exit code, output)."""
+def run_cli_with_sigterm(tmp: Path, cfg: dict[str, Any], data: Path, out: Path, step: int) -> tuple[int, str]:
+    """Run the CLI, which sends itself SIGTERM as training step ``step`` starts (at that step,
+    whatever the machine's load; tests/_run_with_signal.py); returns (exit code, output)."""
     cmd = cli_command(tmp, cfg, data, out)
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if line.startswith("train:"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    rest, _ = proc.communicate(timeout=300)
-    return proc.returncode, "".join(seen) + rest
+    cmd[1] = str(REPO / "tests" / "_run_with_signal.py")
+    env = {**os.environ, "SIGNAL_AT_STEP": str(step), "SIGNAL_NAME": "SIGTERM"}
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_S)
+    return r.returncode, r.stdout + r.stderr
 
 
 def losses(out: Path) -> dict[int, float]:
@@ -95,7 +89,7 @@ def losses(out: Path) -> dict[int, float]:
 @pytest.mark.parametrize(
     ("fmt", "over", "interrupt"),
     [
-        # the first half ends by SIGTERM (a checkpoint at whatever step it arrived in)
+        # the first half ends by SIGTERM at step 5 (a checkpoint there, between the saves at 7 and 14)
         ("bin", {"train": {"grad_accumulation_steps": 2, "batch_size": 2}}, "sigterm"),
         # float16 with a loss scale that grows every 3 steps: the scale must be restored too
         ("mindrecord", {"train": {"amp_level": "O2", "loss_scale": {"init": 1024.0, "window": 3}}}, "steps"),
@@ -121,12 +115,12 @@ def test_resume_in_a_new_process_is_bitwise_exact(
         assert first.returncode == 0, first.stderr[-3000:]
         stopped = 7
     else:
-        code, text = run_cli_with_sigterm(tmp_path, cfg, data, tmp_path / "resumed")
+        code, text = run_cli_with_sigterm(tmp_path, cfg, data, tmp_path / "resumed", step=5)
         assert code == 0, text[-3000:]
         found = re.search(r"SIGTERM: stopped after step (\d+) with a checkpoint", text)
         assert found, text[-3000:]
         stopped = int(found.group(1))
-        assert 1 <= stopped < 14
+        assert stopped == 5
         assert (
             tmp_path / "resumed" / "checkpoints" / "rank_0" / f"step_{stopped:08d}" / "state.json"
         ).exists()
@@ -214,51 +208,84 @@ def test_grad_norm_spike_policies_stop_skip_and_warn(tmp_path: Path, data: Path)
     assert not all(np.array_equal(before[n], v) for n, v in params_of(tr).items())
 
 
+class FakeClock:
+    """Seconds that pass only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_throughput_counts_loss_tokens_flops_memory_and_the_data_wait_alarm(
     tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Loss tokens (not padding, not masked labels) vs all positions; first step apart; model FLOP/s
-    and MFU from the config; peak RSS; a loader slowed to 0.3 s per batch raises the alarm."""
-    from pretrain.data import RowSource
+    and MFU from the config; peak RSS; the data-wait share and its alarm, on an injected clock:
+    every step computes for 0.4 s and waits ``wait`` s for its batches."""
+    from pretrain.data import StepLoader
     from pretrain.monitor import flops_per_token
 
-    read = RowSource.read
+    clock = FakeClock()
+    waits = {"s": 0.0}
+    take = StepLoader._next_item
 
-    def slow_read(self: RowSource, idx: np.ndarray, batch_size: int) -> Any:
-        for batch in read(self, idx, batch_size):
-            time.sleep(1.0)  # storage far slower than the model, even on a busy machine
-            yield batch
+    def waited(self: StepLoader) -> Any:
+        clock.now += waits["s"]
+        return take(self)
 
-    monkeypatch.setattr(RowSource, "read", slow_read)
+    monkeypatch.setattr(StepLoader, "_next_item", waited)
     over = {
-        # compiled steps take milliseconds, so the 1 s reads dominate once the batches prepared
-        # during step 1's compilation (one queued, one in hand) are used up: from step 4 on
-        "train": {"steps": 6, "prefetch": 1, "mask_cross_document_label": True, "data_format": "bin"},
-        "monitor": {"peak_flops": 1.0e9},
+        "train": {"steps": 6, "mask_cross_document_label": True, "data_format": "bin"},
+        "monitor": {"peak_flops": 1.0e9, "data_wait_alarm": 0.5},
     }
     tr = make_trainer(data, tmp_path / "t", over)
+    tr.clock = clock
+    step = tr.train_step
+
+    def computed(micro: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+        clock.now += 0.4
+        return step(micro)
+
+    tr.train_step = computed  # type: ignore[method-assign]
     lines: list[str] = []
     tr.log = lines.append
+    waits["s"] = 0.6  # 60% of each 1 s step: above the alarm at 50%
     records = tr.fit()
     first, rest = records[0], records[1:]
     assert first["tokens_per_s"] is None and first["model_flops_per_s"] is None and first["mfu"] is None
-    assert first["first_step_s"] == first["step_time"]
+    assert first["first_step_s"] == first["step_time"] == pytest.approx(1.0)
     assert any("step 1:" in ln and "including graph compilation" in ln for ln in lines)
     positions = tr.global_batch * tr.model_cfg.seq_length
     fpt = flops_per_token(tr.model_cfg)
-    for step, r in enumerate(records):
-        f = step_features(tr, step)
+    for i, r in enumerate(records):
+        f = step_features(tr, i)
         assert r["tokens"] == f["loss_mask"].sum() < positions  # cross-document labels are not counted
+        assert r["step_time"] == pytest.approx(1.0) and r["data_wait_share"] == pytest.approx(0.6)
     for r in rest:
-        assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["step_time"])
-        assert r["total_tokens_per_s"] == pytest.approx(positions / r["step_time"])
-        assert r["model_flops_per_s"] == pytest.approx(fpt * positions / r["step_time"])
+        assert r["tokens_per_s"] == pytest.approx(r["tokens"])  # per 1 s step
+        assert r["total_tokens_per_s"] == pytest.approx(positions)
+        assert r["model_flops_per_s"] == pytest.approx(fpt * positions)
         assert r["mfu"] == pytest.approx(r["model_flops_per_s"] / 1.0e9)
         assert r["peak_rss_mb"] > 100 and "device_peak_mb" not in r  # CPU: MindSpore reports no device memory
-    assert all(r["data_wait_share"] > 0.15 and r["data_wait_alarm"] for r in records[3:])
-    assert any(ln.startswith("warning: waiting for data took") for ln in lines)
+    # the first step (graph compilation) never raises the alarm; every later one does
+    assert [r["data_wait_alarm"] for r in records] == [False] + [True] * 5
+    assert any(ln.startswith("warning: waiting for data took 60% of step time") for ln in lines)
     summary = next(ln for ln in lines if ln.startswith("throughput over steps 2..6"))
-    assert "(ALARM)" in summary and "MFU" in summary and "model FLOP/s" in summary
+    assert (
+        "data wait 60.0% of step time (ALARM)" in summary and "MFU" in summary and "model FLOP/s" in summary
+    )
+
+    waits["s"] = 0.1  # 0.1 s of each 0.5 s step (20%): below the alarm
+    lines.clear()
+    records = tr.fit(overwrite=True)
+    assert all(r["step_time"] == pytest.approx(0.5) for r in records)
+    assert all(r["data_wait_share"] == pytest.approx(0.2) for r in records)
+    assert not any(r["data_wait_alarm"] for r in records)
+    assert not any(ln.startswith("warning: waiting for data") for ln in lines)
+    summary = next(ln for ln in lines if ln.startswith("throughput over steps 2..6"))
+    assert "data wait 20.0% of step time;" in summary
 
 
 def test_rerun_without_resume_refuses_and_overwrite_starts_over(

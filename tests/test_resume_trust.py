@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -157,13 +158,17 @@ def test_a_second_run_into_the_same_out_refuses_naming_the_holder(tmp_path: Path
 
     recipe = write_recipe(tmp_path / "r.yaml", SPLIT_RECIPE)
     out = tmp_path / "o"
-    cmd = prepare_cmd(SAMPLE, out, recipe, "--workers", "1")  # long enough to be overlapped
+    cmd = prepare_cmd(SAMPLE, out, recipe, "--workers", "1")
     first = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600  # bounds a hang only
     while not (out / ".lock").exists():
         assert first.poll() is None and time.monotonic() < deadline
         time.sleep(0.005)
-    second = subprocess.run(cmd, capture_output=True, text=True)
+    first.send_signal(signal.SIGSTOP)  # holds the lock, however long the second run takes to start
+    try:
+        second = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        first.send_signal(signal.SIGCONT)
     assert first.wait() == 0
     assert second.returncode != 0
     lines = [x for x in second.stderr.splitlines() if x.startswith("error:")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +38,8 @@ def pool_task(out: str, pass_index: int, task_index: int) -> None:
 
 class LocalExecutor(Executor):
     """Runs a run's work on a pool of ``workers`` spawned processes, started with the first work
-    sent to it; with one worker, everything runs in the driver, in order."""
+    sent to it; with one worker, everything runs in the driver, in order. The workers end when the
+    driver does, killed included (:func:`dataprep.worker_env.exit_with_parent`)."""
 
     def __init__(self, workers: int):
         self.workers = max(1, workers)
@@ -59,7 +61,10 @@ class LocalExecutor(Executor):
             ctx = mp.get_context("spawn")
             self._queue = ctx.Queue()
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=ctx, initializer=worker_env.init_pool_worker, initargs=(self._queue,)
+                self.workers,
+                mp_context=ctx,
+                initializer=worker_env.init_pool_worker,
+                initargs=(self._queue, os.getpid()),
             )
         return self._pool
 

@@ -7,6 +7,13 @@ instance is started with ``workers`` CPUs. A worker killed mid-task is retried b
 rewrites its files through renames, so a half-done attempt leaves nothing behind); a driver
 restarted on the same OUT resumes from the completion markers like a local run.
 
+A killed driver takes its tasks along. On a local instance the run started, Ray ends its own
+processes (GCS and raylet share the driver's fate; workers leave when the raylet does, within
+seconds; its idle dashboard and runtime-env agents within about a minute), and every worker that
+ran a task of the run also waits on the driver's pid (:func:`dataprep.worker_env.exit_with`) and
+ends the moment it is gone. On a cluster joined by address the driver's pid means nothing on
+other nodes: there Ray itself ends a job's tasks when its driver disconnects.
+
 ``ray`` is an optional dependency (``pip install .[ray]``), imported only here.
 """
 
@@ -34,25 +41,28 @@ R = TypeVar("R")
 TASK_RETRIES = 3
 
 
-def _as_pool_worker() -> None:
+def _as_pool_worker(driver_pid: int | None) -> None:
     """Set up this Ray worker like a local pool worker (:mod:`dataprep.worker_env`: one library
-    thread each, since every CPU already runs a task; Ray sets OMP_NUM_THREADS=1 itself). Set
+    thread each, since every CPU already runs a task; Ray sets OMP_NUM_THREADS=1 itself), ending
+    when the process ``driver_pid`` of this machine does (None: the driver may be elsewhere). Set
     here rather than through a runtime_env: workers with a runtime_env of their own cannot be the
     ones Ray started ahead, which costs seconds."""
-    from dataprep.worker_env import one_thread_per_worker
+    from dataprep.worker_env import exit_with, one_thread_per_worker
 
+    if driver_pid is not None:
+        exit_with(driver_pid)
     one_thread_per_worker()
 
 
-def _in_worker(fn: Callable[[Any], Any], arg: Any) -> Any:
+def _in_worker(fn: Callable[[Any], Any], arg: Any, driver_pid: int | None) -> Any:
     """fn(arg) in a Ray worker set up like a local pool worker."""
-    _as_pool_worker()
+    _as_pool_worker(driver_pid)
     return fn(arg)
 
 
-def _run_counted(out: str, pass_index: int, task_index: int) -> tuple[int, int]:
+def _run_counted(out: str, pass_index: int, task_index: int, driver_pid: int | None) -> tuple[int, int]:
     """:func:`run_task` in a Ray worker; returns the (documents, bytes) it went through."""
-    _as_pool_worker()
+    _as_pool_worker(driver_pid)
     totals = [0, 0]
 
     def count(docs: int, nbytes: int) -> None:
@@ -76,6 +86,7 @@ class RayExecutor(Executor):
             raise RuntimeError("the ray executor needs Ray: pip install 'dataprep[ray]'") from None
         self._ray = ray
         self._started = False
+        self._driver_pid: int | None = None  # set when the Ray instance is this process's own
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, log_to_driver=True)
@@ -83,6 +94,7 @@ class RayExecutor(Executor):
                 # "local": a new instance even when another one runs on this machine (which a bare
                 # ray.init() would join, and refuse num_cpus for)
                 ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=True)
+                self._driver_pid = os.getpid()
             self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_counted)
         self._in_worker = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_in_worker)
@@ -101,16 +113,18 @@ class RayExecutor(Executor):
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """[fn(x) for x in items] as Ray tasks (retried like pass tasks), results in item order."""
-        return self._ray.get([self._in_worker.remote(fn, x) for x in items])
+        return self._ray.get([self._in_worker.remote(fn, x, self._driver_pid) for x in items])
 
     def submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
         """Start fn(arg) as a Ray task and return its future (e.g. a warm-up import, or the
         report's plots drawn while the driver decides)."""
-        return self._in_worker.remote(fn, arg).future()
+        return self._in_worker.remote(fn, arg, self._driver_pid).future()
 
     def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
         ray = self._ray
-        pending: list[Any] = [self._remote.remote(str(out), pass_index, t) for t in task_indices]
+        pending: list[Any] = [
+            self._remote.remote(str(out), pass_index, t, self._driver_pid) for t in task_indices
+        ]
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1, timeout=1.0)

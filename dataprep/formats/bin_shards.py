@@ -111,8 +111,11 @@ class BinRows:
     ``read(indices)`` returns ``{"input_ids": int32 [n, row_length], "actual_seq_len": list of int32
     arrays or None, "loss_mask": int32 [n, row_length] or None}`` for global row indices. A .bin
     without an index yields ``input_ids`` only; the trainer then derives the boundaries from EOS
-    positions and the mask from pad positions.
+    positions and the mask from pad positions. ``batches`` reads a batch's rows only when the batch
+    is taken (``reads_on_demand``: a checker may verify each file just before its first row).
     """
+
+    reads_on_demand = True
 
     def __init__(self, split: SplitFiles):
         if split.format != "bin":

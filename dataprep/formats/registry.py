@@ -44,7 +44,9 @@ class TrainingRows(Protocol):
     ``batches(indices, batch_size)``: the rows at ``indices`` (global row numbers, in that order)
     as dicts of ``input_ids`` int32 [batch_size, row_length], ``actual_seq_len`` (list of int32
     arrays, or None), ``loss_mask`` (int32 [batch_size, row_length], or None) and ``row_ids``;
-    whole batches only."""
+    whole batches only. Optional ``reads_on_demand = True``: ``batches`` reads a batch's rows only
+    when the batch is taken (training then checks each file just before its first row is read;
+    else every file before the first batch, :class:`dataprep.formats.readers_for_training.CheckedRows`)."""
 
     columns: tuple[str, ...]
 

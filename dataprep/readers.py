@@ -7,13 +7,23 @@ line numbers, reporting every problem through a :class:`ReadReport` with ``file:
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dataprep.io import RawInput, bom_encoding, compression_of, iter_lines, line_splits, sniff, transcoded
+from dataprep.io import (
+    RawInput,
+    bom_encoding,
+    compression_of,
+    is_utf8,
+    iter_lines,
+    line_ranges,
+    sniff,
+    transcoded,
+)
 from dataprep.recipe import InputParams
-from dataprep.stage import InputSplit, Reader, ReadReport
+from dataprep.stage import InputError, InputSplit, Reader, ReadReport
 
 
 @dataclass
@@ -25,23 +35,63 @@ class LineRecord:
     nbytes: int
 
 
+class InputChanged(InputError):
+    """An input's bytes no longer hash to what the run recorded when it planned them (edited
+    since, even with its size and time kept); the message names the file and the byte range,
+    ``rel`` the file."""
+
+    def __init__(self, rel: str, message: str):
+        super().__init__(rel, message)
+        self.rel = rel
+
+    def __str__(self) -> str:
+        return str(self.args[1])
+
+
 class LineReader(Reader):
-    """Base for readers whose records are lines: splittable when uncompressed."""
+    """Base for readers whose records are lines: splittable when uncompressed.
+
+    Reading a split hashes its on-disk bytes (sha256) as they are read, at no extra read:
+    ``report.read_sha256`` gets [path, start, end, sha256] per split read, and a split that
+    carries the sha256 planning saw (:attr:`InputSplit.sha256`) is checked against it."""
 
     splittable = True
 
     @classmethod
+    def whole_file(cls, params: InputParams) -> bool:
+        """True when the reader's records may straddle any byte offset (never cut the file)."""
+        return False
+
+    @classmethod
     def plan(cls, path: str, rel: str, params: InputParams) -> list[InputSplit]:
+        return cls.plan_hashed(path, rel, params)[0]
+
+    @classmethod
+    def plan_hashed(
+        cls, path: str, rel: str, params: InputParams, head: bytes | None = None, size: int | None = None
+    ) -> tuple[list[InputSplit], str | None]:
+        """(the file's splits, the sha256 of the whole file when planning read all of it, else
+        None). An uncompressed UTF-8 file larger than ``params.split_bytes`` is read once to cut
+        it at line starts, each range's sha256 hashed on the way; a file ``head`` holds whole (its
+        first bytes, when the caller has sniffed them; ``size``: its size when known) gets its
+        sha256 from them. Others are one split, not read here."""
+        size = os.path.getsize(path) if size is None else size
         if (
-            compression_of(path) is None
-            and codecs.lookup(params.encoding).name == "utf-8"
-            and not _wide(path)
+            compression_of(path) is not None
+            or cls.whole_file(params)
+            or not is_utf8(params.encoding)
+            or _wide(path, head)
         ):
-            return [
-                InputSplit(path, rel, cls.name, start, end, first_line, end - start)
-                for start, end, first_line in line_splits(path, params.split_bytes)
-            ]
-        return [InputSplit(path, rel, cls.name, nbytes=os.path.getsize(path))]
+            return [InputSplit(path, rel, cls.name, nbytes=size)], None
+        if size <= params.split_bytes:
+            digest = hashlib.sha256(head).hexdigest() if head is not None and len(head) == size else ""
+            return [InputSplit(path, rel, cls.name, 0, size, 1, size, digest)], digest or None
+        cuts, digests, digest = line_ranges(path, params.split_bytes)
+        splits = [
+            InputSplit(path, rel, cls.name, start, end, first_line, end - start, part)
+            for (start, end, first_line), part in zip(cuts, digests, strict=True)
+        ]
+        return splits, digest
 
     @classmethod
     def chunkable(cls, params: InputParams) -> bool:
@@ -52,7 +102,7 @@ class LineReader(Reader):
         params: InputParams = self.params
         limit = None if split.end < 0 else split.end - split.start
         try:
-            raw_input = RawInput(split.path, split.start)
+            raw_input = RawInput(split.path, split.start, split.end, hashed=True)
         except OSError as e:  # e.g. removed or replaced since the plan was made
             report.file_error("read_error", split.rel, f"cannot open since planning: {e.strerror or e}")
             return
@@ -104,9 +154,18 @@ class LineReader(Reader):
                 # truncated or corrupt compressed data: what was read so far is kept
                 report.file_error("read_error", f"{split.rel}:{line_no + 1}", f"cannot read further: {e}")
             report.position = f.raw_position() - split.start
+            end, digest = f.sha256()
+        report.read_sha256.append([split.path, split.start, end, digest])
+        if split.sha256 and digest != split.sha256:
+            raise InputChanged(
+                split.rel,
+                f"{split.rel}: its content changed since this run planned it (sha256 of bytes "
+                f"{split.start}-{end}); rerun with --overwrite to start over",
+            )
 
 
-def _wide(path: str) -> bool:
-    """True when the file starts with a UTF-16 or UTF-32 byte-order mark (cannot be cut at 0x0A)."""
-    bom = bom_encoding(sniff(path, 4))
+def _wide(path: str, head: bytes | None = None) -> bool:
+    """True when the file (whose first bytes are ``head``, when given) starts with a UTF-16 or
+    UTF-32 byte-order mark (cannot be cut at 0x0A)."""
+    bom = bom_encoding(sniff(path, 4) if head is None else head[:4])
     return bom is not None and bom[0] != "utf-8"

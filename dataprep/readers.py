@@ -6,7 +6,6 @@ line numbers, reporting every problem through a :class:`ReadReport` with ``file:
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import os
 from collections.abc import Iterator
@@ -98,8 +97,30 @@ class LineReader(Reader):
         return True
 
     def lines(self, split: InputSplit, report: ReadReport) -> Iterator[LineRecord]:
-        """Decoded lines of the split, bad ones reported (and skipped) per the input policy."""
+        """Decoded lines of the split, bad ones reported (and skipped) per the input policy. A
+        small range of an uncompressed UTF-8 file (a small file whole) is read in one call."""
         params: InputParams = self.params
+        if (
+            0 <= split.end - split.start <= SMALL_SPLIT_BYTES
+            and compression_of(split.path) is None
+            and is_utf8(params.encoding)
+        ):
+            try:
+                small = _read_small(split, params.max_line_bytes)
+            except OSError as e:  # e.g. removed or replaced since the plan was made
+                report.file_error("read_error", split.rel, f"cannot open since planning: {e.strerror or e}")
+                return
+            if small is not None:
+                raws, end, digest = small
+                line_no = split.first_line - 1
+                for raw in raws:
+                    line_no += 1
+                    record = self._record(split, report, line_no, raw)
+                    if record is not None:
+                        yield record
+                report.position = end - split.start
+                self._read(split, report, end, digest)
+                return
         limit = None if split.end < 0 else split.end - split.start
         try:
             raw_input = RawInput(split.path, split.start, split.end, hashed=True)
@@ -115,36 +136,15 @@ class LineReader(Reader):
                     if bom is not None:
                         codec = bom[0]
                         stream.read(bom[1])
-                if codecs.lookup(codec).name != "utf-8":
+                if not is_utf8(codec):
                     stream = transcoded(stream, codec)
                 for raw in iter_lines(stream, params.max_line_bytes, limit):
                     line_no += 1
                     if not line_no & 1023:
                         report.position = f.raw_position() - split.start
-                    if raw is None:
-                        where = f"{split.rel}:{line_no}"
-                        report.record_error(
-                            "line_too_long",
-                            where,
-                            f"line longer than input.max_line_bytes={params.max_line_bytes}",
-                        )
-                        continue
-                    nbytes = len(raw)
-                    nuls = raw.count(b"\x00")
-                    if nuls:
-                        report.repair("nul_bytes", f"{split.rel}:{line_no}", f"{nuls} NUL byte(s) removed")
-                        raw = raw.replace(b"\x00", b"")
-                    try:
-                        text = raw.decode("utf-8")
-                    except UnicodeDecodeError as e:
-                        where = f"{split.rel}:{line_no}"
-                        message = f"invalid UTF-8 at byte {e.start}"
-                        if params.invalid_utf8 == "drop":
-                            report.record_error("invalid_utf8", where, message, raw)
-                            continue
-                        report.repair("invalid_utf8", where, message + " (replaced with U+FFFD)")
-                        text = raw.decode("utf-8", "replace")
-                    yield LineRecord(line_no, text.rstrip("\r\n"), nbytes)
+                    record = self._record(split, report, line_no, raw)
+                    if record is not None:
+                        yield record
             except UnicodeDecodeError as e:
                 message = (
                     f"not valid {codec} (byte {e.start} of a read): set input.encoding to the file's encoding"
@@ -155,6 +155,41 @@ class LineReader(Reader):
                 report.file_error("read_error", f"{split.rel}:{line_no + 1}", f"cannot read further: {e}")
             report.position = f.raw_position() - split.start
             end, digest = f.sha256()
+        self._read(split, report, end, digest)
+
+    def _record(
+        self, split: InputSplit, report: ReadReport, line_no: int, raw: bytes | None
+    ) -> LineRecord | None:
+        """Line ``line_no`` of the split (its raw bytes, newline included; None when too long) as
+        a record, or None when it is dropped (reported)."""
+        params: InputParams = self.params
+        if raw is None:
+            where = f"{split.rel}:{line_no}"
+            report.record_error(
+                "line_too_long", where, f"line longer than input.max_line_bytes={params.max_line_bytes}"
+            )
+            return None
+        nbytes = len(raw)
+        nuls = raw.count(b"\x00")
+        if nuls:
+            report.repair("nul_bytes", f"{split.rel}:{line_no}", f"{nuls} NUL byte(s) removed")
+            raw = raw.replace(b"\x00", b"")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            where = f"{split.rel}:{line_no}"
+            message = f"invalid UTF-8 at byte {e.start}"
+            if params.invalid_utf8 == "drop":
+                report.record_error("invalid_utf8", where, message, raw)
+                return None
+            report.repair("invalid_utf8", where, message + " (replaced with U+FFFD)")
+            text = raw.decode("utf-8", "replace")
+        return LineRecord(line_no, text.rstrip("\r\n"), nbytes)
+
+    @staticmethod
+    def _read(split: InputSplit, report: ReadReport, end: int, digest: str) -> None:
+        """Record that the split's bytes [start, end) hash to ``digest``; InputChanged when
+        planning saw other bytes there."""
         report.read_sha256.append([split.path, split.start, end, digest])
         if split.sha256 and digest != split.sha256:
             raise InputChanged(
@@ -162,6 +197,37 @@ class LineReader(Reader):
                 f"{split.rel}: its content changed since this run planned it (sha256 of bytes "
                 f"{split.start}-{end}); rerun with --overwrite to start over",
             )
+
+
+SMALL_SPLIT_BYTES = 1 << 20  # a range this small is read in one call (no stream, no buffer)
+
+
+def _read_small(split: InputSplit, max_line_bytes: int) -> tuple[list[bytes | None], int, str] | None:
+    """(the raw lines of a small range [start, end) of an uncompressed file, as
+    :func:`iter_lines` yields them; the end of the bytes read; their sha256), read in one call;
+    None when the streaming path must read it instead: a UTF-16/32 byte-order mark, or a last
+    line that runs past the range's end (the file changed since it was planned)."""
+    want = split.end - split.start
+    with open(split.path, "rb", buffering=0) as f:
+        if split.start:
+            f.seek(split.start)
+        data = f.read(want)
+        while len(data) < want and (more := f.read(want - len(data))):
+            data += more
+        if data and len(data) == want and not data.endswith(b"\n") and f.read(1):
+            return None
+    end, digest = split.start + len(data), hashlib.sha256(data).hexdigest()
+    if split.start == 0:
+        bom = bom_encoding(data[:4])
+        if bom is not None:
+            if bom[0] != "utf-8":
+                return None
+            data = data[bom[1] :]
+    pieces = data.split(b"\n")
+    raws: list[bytes | None] = [None if len(p) > max_line_bytes else p + b"\n" for p in pieces[:-1]]
+    if pieces[-1]:
+        raws.append(None if len(pieces[-1]) > max_line_bytes else pieces[-1])
+    return raws, end, digest
 
 
 def _wide(path: str, head: bytes | None = None) -> bool:

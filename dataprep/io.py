@@ -7,11 +7,11 @@ Everything here streams: no function reads a whole file into memory.
 from __future__ import annotations
 
 import codecs
+import functools
 import gzip
 import hashlib
 import io
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,34 +21,98 @@ COMPRESSED_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 READ_BUFFER = 1 << 20
 
 
+def _suffix(name: str) -> str:
+    """The last suffix of a file name, as ``Path(name).suffix`` has it ('.gz'; '' for '.bashrc')."""
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+@functools.lru_cache(maxsize=64)
+def is_utf8(codec: str) -> bool:
+    """True when ``codec`` names UTF-8 (any alias Python's codecs accept)."""
+    import codecs
+
+    return codecs.lookup(codec).name == "utf-8"
+
+
 def compression_of(path: str | Path) -> str | None:
     """'gzip', 'zstd' or None, from the file name."""
-    return COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
+    return COMPRESSED_SUFFIXES.get(_suffix(os.path.basename(path)).lower())
 
 
 def logical_suffix(path: str | Path) -> str:
     """The format suffix under any compression suffix: 'a.jsonl.gz' -> '.jsonl'."""
-    p = Path(path)
-    if compression_of(p):
-        p = p.with_suffix("")
-    return p.suffix.lower()
+    name = os.path.basename(path)
+    if compression_of(name):
+        name = name[: -len(_suffix(name))]
+    return _suffix(name).lower()
+
+
+class _HashedFile(io.RawIOBase):
+    """The on-disk bytes of a file from ``start``, hashing (sha256) those of [start, end) as they
+    are read (``end`` -1: to the end of the file), whatever read-ahead reads beyond."""
+
+    def __init__(self, path: str | Path, start: int, end: int):
+        self._file = io.FileIO(path, "rb")
+        if start:
+            self._file.seek(start)
+        self.start, self.end, self.pos = start, end, start
+        self.hash = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        n = self._file.readinto(buffer)
+        if n:
+            take = n if self.end < 0 else max(0, min(n, self.end - self.pos))
+            if take:
+                self.hash.update(memoryview(buffer)[:take])
+            self.pos += n
+        return n
+
+    def tell(self) -> int:
+        return self.pos
+
+    def finish(self) -> tuple[int, str]:
+        """(the end of the hashed range, the sha256 hex of [start, that end)): the rest of the
+        range is read first when the reader stopped short of it (an error, a line limit)."""
+        while self.end < 0 or self.pos < self.end:
+            block = self._file.read(
+                READ_BUFFER * 8 if self.end < 0 else min(READ_BUFFER * 8, self.end - self.pos)
+            )
+            if not block:
+                break
+            self.hash.update(block)
+            self.pos += len(block)
+        return (self.pos if self.end < 0 else min(self.pos, self.end)), self.hash.hexdigest()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 class RawInput:
     """An input file opened for streaming, decompressed when its name says so.
 
     ``stream`` yields decompressed bytes; ``raw_position()`` is the offset in the on-disk file,
-    which is what progress and ETA are measured in.
+    which is what progress and ETA are measured in. With ``hashed``, the on-disk bytes of
+    [start, end) are hashed as they are read: :meth:`sha256` (end -1: the whole file).
     """
 
-    def __init__(self, path: str | Path, start: int = 0):
+    def __init__(self, path: str | Path, start: int = 0, end: int = -1, hashed: bool = False):
         self.path = Path(path)
-        self._raw = open(self.path, "rb", buffering=READ_BUFFER)  # noqa: SIM115 (closed in close())
         kind = compression_of(self.path)
         if kind and start:
             raise ValueError(f"{self.path}: cannot seek inside a {kind} file")
-        if start:
-            self._raw.seek(start)
+        self._hashed: _HashedFile | None = None
+        if hashed:
+            self._hashed = _HashedFile(self.path, start, end)
+            self._raw = io.BufferedReader(self._hashed, READ_BUFFER)
+        else:
+            self._raw = open(self.path, "rb", buffering=READ_BUFFER)  # noqa: SIM115 (closed in close())
+            if start:
+                self._raw.seek(start)
         self.stream: BinaryIO
         if kind == "gzip":
             self.stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
@@ -62,6 +126,12 @@ class RawInput:
 
     def raw_position(self) -> int:
         return self._raw.tell()
+
+    def sha256(self) -> tuple[int, str]:
+        """(end, sha256 hex) of the on-disk bytes [start, end) of a ``hashed`` input; the rest of
+        the range is read if the reader stopped before its end. Call once, when done reading."""
+        assert self._hashed is not None, "opened without hashed=True"
+        return self._hashed.finish()
 
     def close(self) -> None:
         if self.stream is not self._raw:
@@ -243,7 +313,21 @@ def iter_lines(stream: BinaryIO, max_bytes: int, limit_bytes: int | None = None)
             yield line
 
 
-_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20)])  # not \t\n\v\f\r, ESC
+
+
+def control_bytes(data: bytes) -> int:
+    """How many bytes of ``data`` are control bytes other than tab, newline, VT, FF, CR and ESC."""
+    return len(data) - len(data.translate(None, CONTROL_BYTES))
+
+
+def undecodable_bytes(data: bytes) -> int:
+    """How many bytes of ``data`` are not part of a UTF-8 character (0 for valid UTF-8)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return len(data) - len(data.decode("utf-8", "ignore").encode("utf-8"))
+    return 0
 
 
 def looks_binary(head: bytes) -> bool:
@@ -254,16 +338,22 @@ def looks_binary(head: bytes) -> bool:
     """
     if not head:
         return False
-    controls = len(_CONTROL.findall(head))
+    controls = control_bytes(head)
     if controls > 0.10 * len(head):
         return True
-    bad = len(head) - len(head.decode("utf-8", "ignore").encode("utf-8"))
+    bad = undecodable_bytes(head)
     # a multi-byte character cut at the end of the sniffed block is not evidence of binary
     return bad - 3 > 0.30 * len(head)
 
 
-def sniff(path: str | Path, size: int = 8192) -> bytes:
+SNIFF_BYTES = 8192
+
+
+def sniff(path: str | Path, size: int = SNIFF_BYTES) -> bytes:
     """The first ``size`` decompressed bytes of a file (raises OSError/EOFError on corrupt input)."""
+    if compression_of(path) is None:
+        with open(path, "rb", buffering=0) as raw:
+            return raw.read(size)
     with RawInput(path) as f:
         if isinstance(f.stream, io.BufferedReader) and isinstance(f.stream.raw, _CheckedZstd):
             # past the buffer's read-ahead a truncated file's end would raise: read only ``size``
@@ -274,11 +364,19 @@ def sniff(path: str | Path, size: int = 8192) -> bytes:
         return f.stream.read(size)
 
 
-def file_sha256(path: str | Path) -> str:
+def file_sha256(path: str | Path, start: int = 0, end: int = -1) -> str:
+    """The sha256 (hex) of a file's bytes [start, end) (``end`` -1: to the end of the file)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(READ_BUFFER * 8), b""):
+        if start:
+            f.seek(start)
+        left = -1 if end < 0 else end - start
+        while left:
+            chunk = f.read(READ_BUFFER * 8 if left < 0 else min(left, READ_BUFFER * 8))
+            if not chunk:
+                break
             h.update(chunk)
+            left -= len(chunk) if left > 0 else 0
     return h.hexdigest()
 
 
@@ -291,7 +389,16 @@ def line_splits(path: str | Path, split_bytes: int) -> list[tuple[int, int, int]
     size = os.path.getsize(path)
     if size <= split_bytes:
         return [(0, size, 1)]
+    return line_ranges(path, split_bytes)[0]
+
+
+def line_ranges(path: str | Path, split_bytes: int) -> tuple[list[tuple[int, int, int]], list[str], str]:
+    """:func:`line_splits` of a file, read once whatever its size, with the sha256 (hex) of each
+    range's bytes and of the whole file, hashed as the same read passes."""
+    size = os.path.getsize(path)
     splits: list[tuple[int, int, int]] = []
+    digests: list[str] = []
+    whole, part = hashlib.sha256(), hashlib.sha256()
     start, start_line = 0, 1
     lines_before = 0  # newlines in [0, pos)
     pos = 0
@@ -301,6 +408,9 @@ def line_splits(path: str | Path, split_bytes: int) -> list[tuple[int, int, int]
             chunk = f.read(READ_BUFFER * 8)
             if not chunk:
                 break
+            whole.update(chunk)
+            view = memoryview(chunk)
+            hashed = 0  # bytes of this chunk in ``part`` already
             chunk_end = pos + len(chunk)
             while target < chunk_end:
                 cut = chunk.find(b"\n", max(target - pos, 0))
@@ -309,18 +419,24 @@ def line_splits(path: str | Path, split_bytes: int) -> list[tuple[int, int, int]
                 boundary = pos + cut + 1
                 line_at_boundary = lines_before + chunk.count(b"\n", 0, cut + 1) + 1
                 if boundary < size:
+                    part.update(view[hashed : cut + 1])
+                    hashed = cut + 1
                     splits.append((start, boundary, start_line))
+                    digests.append(part.hexdigest())
+                    part = hashlib.sha256()
                     start, start_line = boundary, line_at_boundary
                 target = boundary + split_bytes
+            part.update(view[hashed:])
             lines_before += chunk.count(b"\n")
             pos = chunk_end
-    splits.append((start, size, start_line))
-    return splits
+    splits.append((start, pos, start_line))
+    digests.append(part.hexdigest())
+    return splits, digests, whole.hexdigest()
 
 
 def decompress_chunks(
     path: str | Path, prefix: Path, chunk_bytes: int, max_line_bytes: int | None = None
-) -> tuple[list[tuple[Path, int, int]], tuple[int, str] | None]:
+) -> tuple[list[tuple[Path, int, int]], tuple[int, str] | None, str]:
     """Decompress ``path`` into plain files ``<prefix>.NNNNN`` of about ``chunk_bytes``, cut at line
     ends (over-long lines are copied in pieces, never held whole).
 
@@ -331,7 +447,8 @@ def decompress_chunks(
 
     Returns ([(chunk path, first line (1-based), bytes)], None, or (the line that could not be
     read, the message) when the compressed data ended early or is corrupt: the chunks hold every
-    line before it, as :meth:`LineReader.lines` reading the file itself would).
+    line before it, as :meth:`LineReader.lines` reading the file itself would; the sha256 (hex)
+    of the compressed file, hashed by the same read).
     """
     chunks: list[tuple[Path, int, int]] = []
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -339,7 +456,7 @@ def decompress_chunks(
     out = None
     keep = None if max_line_bytes is None else max_line_bytes + 1
     in_line = 0  # bytes of the current line read so far
-    with RawInput(path) as f:
+    with RawInput(path, hashed=True) as f:
         try:
             while True:
                 piece = f.stream.readline(READ_BUFFER)
@@ -367,7 +484,8 @@ def decompress_chunks(
         finally:
             if out is not None:
                 out.close()
-    return [(p, first, os.path.getsize(p)) for p, first, _ in chunks], error
+        digest = f.sha256()[1]
+    return [(p, first, os.path.getsize(p)) for p, first, _ in chunks], error, digest
 
 
 @contextmanager

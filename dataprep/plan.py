@@ -17,22 +17,27 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dataprep import stage as registry
 from dataprep.io import (
+    SNIFF_BYTES,
     bom_encoding,
     compression_of,
+    control_bytes,
     decompress_chunks,
     file_sha256,
     guess_encoding,
+    is_utf8,
     logical_suffix,
     looks_binary,
     sniff,
+    undecodable_bytes,
 )
+from dataprep.readers import LineReader
 from dataprep.recipe import InputParams, Recipe
 from dataprep.stage import InputSplit, ReadReport
 
@@ -83,34 +88,71 @@ def _classify(path: Path) -> tuple[os.stat_result | None, tuple[str, str] | None
     return None, ("special_file", f"{kind}, not a regular file (skipped)")
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result | None, tuple[str, str] | None]]:
-    """Every entry under directory ``root`` that is not a directory, with :func:`_classify`'s
-    answer; hidden entries skipped; directories (symbolic links to them included) entered once
-    each, by (device, inode), so a link to an ancestor ends there instead of looping."""
+def _walk(root: Path) -> Iterator[tuple[str, str, os.stat_result | None, tuple[str, str] | None]]:
+    """Every entry under directory ``root`` that is not a directory, as (its real absolute path,
+    its path relative to ``root`` in POSIX form, :func:`_classify`'s answer); hidden entries
+    skipped; directories (symbolic links to them included) entered once each, by (device, inode),
+    so a link to an ancestor ends there instead of looping. Entries come from ``os.scandir``: a
+    regular file costs one ``lstat`` and its real path is its directory's (resolved once per
+    directory) joined with its name; only symbolic links are resolved one by one."""
     seen: set[tuple[int, int]] = set()
-    stack = [root]
+    stack: list[tuple[str, str]] = [(str(root), "")]  # (path, rel prefix: "" or "a/b/")
     while stack:
-        d = stack.pop()
+        d, prefix = stack.pop()
         try:
-            st = d.stat()
-            names = sorted(os.listdir(d))
+            st = os.stat(d)
+            with os.scandir(d) as it:
+                entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+            real_dir = os.path.realpath(d)
         except OSError as e:
-            yield d, None, ("read_error", f"cannot list directory: {e.strerror or e}")
+            yield (
+                os.path.abspath(d),
+                prefix.rstrip("/") or ".",
+                None,
+                (
+                    "read_error",
+                    f"cannot list directory: {e.strerror or e}",
+                ),
+            )
             continue
         if (st.st_dev, st.st_ino) in seen:
             continue
         seen.add((st.st_dev, st.st_ino))
         subdirs = []
-        for name in names:
-            if name.startswith("."):
+        for e in entries:
+            rel = prefix + e.name
+            info: os.stat_result | None
+            note: tuple[str, str] | None
+            try:
+                plain_file = e.is_file(follow_symlinks=False)
+                plain_dir = not plain_file and e.is_dir(follow_symlinks=False)
+            except OSError:
+                plain_file = plain_dir = False
+            if plain_dir:
+                subdirs.append((e.path, rel + "/"))
                 continue
-            path = d / name
-            info, note = _classify(path)
+            if plain_file:
+                try:
+                    info, note = e.stat(follow_symlinks=False), None
+                except OSError as err:
+                    info, note = None, ("read_error", f"cannot examine: {err.strerror or err}")
+                yield os.path.join(real_dir, e.name), rel, info, note
+                continue
+            info, note = _classify(Path(e.path))  # a symbolic link, FIFO, socket or device
             if info is not None and stat.S_ISDIR(info.st_mode):
-                subdirs.append(path)
-            else:
-                yield path, info, note
+                subdirs.append((e.path, rel + "/"))
+                continue
+            real = os.path.realpath(e.path) if info is not None else os.path.abspath(e.path)
+            yield real, rel, info, note
         stack += reversed(subdirs)
+
+
+def _entry(
+    path: Path, root: Path, info: os.stat_result | None, note: tuple[str, str] | None
+) -> tuple[str, str, os.stat_result | None, tuple[str, str] | None]:
+    """(real absolute path, path relative to ``root``, info, note) of one named entry."""
+    real = str(path.resolve()) if info is not None else str(path.absolute())  # a loop cannot resolve
+    return real, path.relative_to(root).as_posix(), info, note
 
 
 def expand_inputs(
@@ -128,42 +170,41 @@ def expand_inputs(
     """
     found: dict[str, InputFile] = {}
     notes: dict[str, dict[str, str]] = {}
-    excluded = exclude.resolve() if exclude is not None else None
+    excluded = str(exclude.resolve()) if exclude is not None else None
     for arg in args:
-        entries: list[tuple[Path, os.stat_result | None, tuple[str, str] | None]] = []
+        entries: Iterable[tuple[str, str, os.stat_result | None, tuple[str, str] | None]]
         if _has_magic(arg):
             prefix = Path(arg.split("*")[0].split("?")[0].split("[")[0])
             root = prefix if arg.endswith(os.sep) or prefix.is_dir() else prefix.parent
+            listed = []
             for g in sorted(glob.glob(arg, recursive=True)):
                 info, note = _classify(Path(g))
                 if info is not None and stat.S_ISDIR(info.st_mode):
                     continue
-                entries.append((Path(g), info, note))
-            if not entries:
+                listed.append(_entry(Path(g), root, info, note))
+            if not listed:
                 raise InputNotFound(f"input {arg!r} matches no file")
+            entries = listed
         else:
             p = Path(arg)
             info, note = _classify(p)
             if info is not None and stat.S_ISDIR(info.st_mode):
-                root = p
-                entries = list(_walk(p))
+                entries = _walk(p)
             elif info is not None or (note is not None and os.path.lexists(p)):
-                root, entries = p.parent, [(p, info, note)]
+                entries = [_entry(p, p.parent, info, note)]
             else:
                 raise InputNotFound(f"input {arg!r} does not exist")
-        for path, info, note in entries:
-            real = path.resolve() if info is not None else path.absolute()  # a loop cannot resolve
-            if excluded is not None and real.is_relative_to(excluded):
+        head = f"{Path(arg.rstrip('/')).name or arg}/" if len(args) > 1 else ""
+        for real, rel, info, note in entries:
+            if excluded is not None and (real == excluded or real.startswith(excluded + os.sep)):
                 continue
-            rel = path.relative_to(root).as_posix()
-            if len(args) > 1:
-                rel = f"{Path(arg.rstrip('/')).name or arg}/{rel}"
+            rel = head + rel
             if info is None:
                 assert note is not None
                 notes.setdefault(rel, {"file": rel, "kind": note[0], "message": note[1]})
                 continue
-            absolute = str(real)
-            found.setdefault(absolute, InputFile(absolute, rel, info.st_size, info.st_mtime_ns))
+            if real not in found:
+                found[real] = InputFile(real, rel, info.st_size, info.st_mtime_ns)
     if skipped is not None:
         skipped += [notes[k] for k in sorted(notes)]
     return sorted(found.values(), key=lambda f: (f.rel, f.path))
@@ -220,13 +261,20 @@ class Plan:
 
     tasks: input splits in their canonical order (task i has id ``t{i:05d}``).
     file_notes: per file, why it produced no task (binary, empty, unsupported, unreadable).
-    sha256: per file (relative path), its SHA-256 hex digest (None when unreadable), when asked.
+    sha256: per file (relative path) that planning read whole because no task reads its bytes as
+    they are on disk (files with no task, Parquet files, compressed files decompressed into
+    chunks), its SHA-256 hex digest (None when unreadable), when asked; a resumed run checks
+    these files whole.
+    read_sha256: per file whose every byte planning read anyway (to cut it at line starts, or a
+    small file its sniff held whole), the whole file's SHA-256; its splits carry the sha256 of
+    their ranges (:attr:`InputSplit.sha256`), which the reader checks as it reads them.
     """
 
     files: list[InputFile]
     tasks: list[InputSplit]
     file_notes: list[dict[str, str]] = field(default_factory=list)
     sha256: dict[str, str | None] = field(default_factory=dict)
+    read_sha256: dict[str, str] = field(default_factory=dict)
 
     @property
     def task_ids(self) -> list[str]:
@@ -234,10 +282,11 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "files": [asdict(f) for f in self.files],
-            "tasks": [asdict(t) for t in self.tasks],
+            "files": [_file_json(f) for f in self.files],
+            "tasks": [_split_json(t) for t in self.tasks],
             "file_notes": self.file_notes,
             "sha256": self.sha256,
+            "read_sha256": self.read_sha256,
         }
 
     @classmethod
@@ -247,11 +296,32 @@ class Plan:
             [InputSplit(**t) for t in d["tasks"]],
             d["file_notes"],
             d.get("sha256", {}),
+            d.get("read_sha256", {}),
         )
 
     def fingerprint(self) -> str:
-        key = json.dumps([asdict(f) for f in self.files], sort_keys=True)
+        key = json.dumps([_file_json(f) for f in self.files], sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _file_json(f: InputFile) -> dict[str, Any]:
+    """``dataclasses.asdict(f)``, without its generic (and slow) recursion."""
+    return {"path": f.path, "rel": f.rel, "size": f.size, "mtime_ns": f.mtime_ns}
+
+
+def _split_json(t: InputSplit) -> dict[str, Any]:
+    """``dataclasses.asdict(t)``, without its generic recursion (a group holds thousands of parts)."""
+    return {
+        "path": t.path,
+        "rel": t.rel,
+        "reader": t.reader,
+        "start": t.start,
+        "end": t.end,
+        "first_line": t.first_line,
+        "nbytes": t.nbytes,
+        "sha256": t.sha256,
+        "more": t.more,
+    }
 
 
 def reader_for(path: str, params: InputParams) -> type[registry.Reader] | None:
@@ -262,42 +332,119 @@ def reader_for(path: str, params: InputParams) -> type[registry.Reader] | None:
     return next((r for r in readers if suffix in r.extensions), None)
 
 
-def _scan_file(job: tuple[InputFile, str | None, Any, bool]) -> dict[str, Any]:
-    """Plan one file (module level: runs on a worker): its splits at the reader parameters'
-    split_bytes, or the note (kind, message) on why it has none; and its sha256 when asked (None
-    when it cannot be read). Reads the file at most twice back to back (splitting, hashing)."""
+SCAN_JOB_FILES = 1000  # files per planning job at most
+SCAN_JOB_BYTES = 64 << 20  # bytes a planning job reads at most, but for one large file alone
+
+ScanJob = tuple[InputFile, str | None, Any, bool]  # (file, reader name, reader parameters, hash it)
+
+
+def _scan_jobs(jobs: list[ScanJob], split_bytes: int) -> list[list[ScanJob]]:
+    """Consecutive files in jobs of up to SCAN_JOB_FILES files and about SCAN_JOB_BYTES of reading
+    (a file is sniffed, ~8 KiB, unless it is larger than ``split_bytes`` and read whole to be
+    cut): the planning of a corpus of small files costs a few jobs, not one per file."""
+    out: list[list[ScanJob]] = []
+    batch: list[ScanJob] = []
+    load = 0
+    for job in jobs:
+        cost = job[0].size if job[0].size > split_bytes else min(job[0].size, SNIFF_BYTES)
+        if batch and (len(batch) >= SCAN_JOB_FILES or load + cost > SCAN_JOB_BYTES):
+            out.append(batch)
+            batch, load = [], 0
+        batch.append(job)
+        load += cost
+    if batch:
+        out.append(batch)
+    return out
+
+
+def _scan_files(jobs: list[ScanJob]) -> list[dict[str, Any]]:
+    """:func:`_scan_file` of each file of a planning job (module level: runs on a worker)."""
+    return [_scan_file(job) for job in jobs]
+
+
+def _scan_file(job: ScanJob) -> dict[str, Any]:
+    """Plan one file: its splits at the reader parameters' split_bytes, or the note (kind,
+    message) on why it has none; ``sha256``: when asked and no task will read the file's bytes as
+    they are on disk (no task, or a Parquet file), its sha256 (None when it cannot be read),
+    else ""; ``read_sha256``: the whole file's sha256 when planning read all of it anyway.
+    Reads a file's first 8 KiB, and all of it only when it is cut into ranges or hashed here."""
     f, reader_name, reader_params, want_hash = job
-    out: dict[str, Any] = {"splits": [], "note": None, "sha256": None}
-    if want_hash:
-        with contextlib.suppress(OSError):
-            out["sha256"] = file_sha256(f.path)
-    if reader_name is None:
+    out: dict[str, Any] = {"splits": [], "note": None, "sha256": "", "read_sha256": None}
+
+    def hash_whole(head: bytes | None = None) -> dict[str, Any]:
+        if want_hash:
+            if head is not None and len(head) == f.size and compression_of(f.path) is None:
+                out["sha256"] = hashlib.sha256(head).hexdigest()
+            else:
+                try:
+                    out["sha256"] = file_sha256(f.path)
+                except OSError:
+                    out["sha256"] = None
         return out
+
+    if reader_name is None:
+        return hash_whole()
     reader = registry.get(reader_name)
     if f.size == 0:
         out["note"] = ("empty_file", "empty file (0 bytes)")
-        return out
-    if reader.name != "parquet":
+        return hash_whole(b"")
+    head = None
+    plain = compression_of(f.path) is None
+    if issubclass(reader, LineReader):
         try:
-            head = sniff(f.path)
+            if plain:
+                with open(f.path, "rb", buffering=0) as raw:
+                    head = raw.read(SNIFF_BYTES)
+            else:
+                head = sniff(f.path)
         except (OSError, EOFError) as e:
             out["note"] = ("read_error", f"cannot read: {e}")
-            return out
+            return hash_whole()
         if not head:
             out["note"] = ("empty_file", "empty file (no data after decompression)")
-            return out
-        head, encoding_note = _as_utf8(head, getattr(reader_params, "encoding", "utf-8"))
-        if encoding_note:
-            out["note"] = ("not_utf8", encoding_note)
-            return out
-        if looks_binary(head):
-            out["note"] = ("binary_file", "looks binary (control bytes or undecodable text), skipped")
-            return out
+            return hash_whole()
+        note = _text_note(head, getattr(reader_params, "encoding", "utf-8"))
+        if note is not None:
+            out["note"] = note
+            return hash_whole(head)
     try:
-        out["splits"] = reader.plan(f.path, f.rel, reader_params)  # a corrupt Parquet footer fails here
+        if issubclass(reader, LineReader):
+            out["splits"], out["read_sha256"] = reader.plan_hashed(
+                f.path, f.rel, reader_params, head if plain else None, f.size
+            )
+        else:
+            out["splits"] = reader.plan(f.path, f.rel, reader_params)  # a corrupt Parquet footer fails here
+            hash_whole()
     except Exception as e:
+        out["splits"], out["read_sha256"] = [], None
         out["note"] = ("read_error", f"cannot plan: {type(e).__name__}: {e}")
+        hash_whole()
     return out
+
+
+BINARY_NOTE = ("binary_file", "looks binary (control bytes or undecodable text), skipped")
+
+
+def _text_note(head: bytes, encoding: str) -> tuple[str, str] | None:
+    """None when a file whose first (decompressed) bytes are ``head`` reads as text in
+    ``encoding``, else its note (kind, message): not UTF-8 (:func:`_as_utf8`), or binary
+    (:func:`looks_binary`). The common case, UTF-8 without a byte-order mark, counts the control
+    and undecodable bytes once for both rules; only a head that looks legacy or holds NULs asks
+    charset-normalizer (:func:`_as_utf8`)."""
+    if bom_encoding(head) is None and is_utf8(encoding):
+        controls, bad = control_bytes(head), undecodable_bytes(head)
+        legacy = bad - 3 > 0.05 * len(head) and controls <= 0.01 * len(head)
+        if not legacy and b"\x00" not in head:  # neither a legacy encoding nor UTF-16/32 to name
+            if controls > 0.10 * len(head) or bad - 3 > 0.30 * len(head):  # looks_binary's rule
+                return BINARY_NOTE
+            return None
+    text, encoding_note = _as_utf8(head, encoding)
+    if encoding_note:
+        return ("not_utf8", encoding_note)
+    return BINARY_NOTE if looks_binary(text) else None
+
+
+NOT_UTF8 = "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding"
 
 
 def _as_utf8(head: bytes, encoding: str) -> tuple[bytes, str]:
@@ -310,13 +457,13 @@ def _as_utf8(head: bytes, encoding: str) -> tuple[bytes, str]:
     input.encoding."""
     bom = bom_encoding(head)
     codec = bom[0] if bom else encoding
-    if codecs.lookup(codec).name == "utf-8" and bom is None:
-        bad = len(head) - len(head.decode("utf-8", "ignore").encode("utf-8"))
-        controls = len(re.findall(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]", head))
+    if is_utf8(codec) and bom is None:
+        bad = undecodable_bytes(head)
+        controls = control_bytes(head)
         if bad - 3 > 0.05 * len(head) and controls <= 0.01 * len(head):  # text, not binary
             guess = guess_encoding(head, whole=len(head) < SNIFF_BYTES)
             if guess is None or guess in ("utf-8", "ascii"):
-                return head, "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding"
+                return head, NOT_UTF8
             return head, f"not UTF-8; charset-normalizer finds {guess}: set input.encoding: {guess}"
         if b"\x00" in head:  # UTF-16/32 without a byte-order mark has NULs (binary files too)
             wide = _wide_text(head)
@@ -334,9 +481,6 @@ def _as_utf8(head: bytes, encoding: str) -> tuple[bytes, str]:
     return text.decode(codec, "ignore").encode("utf-8"), ""
 
 
-SNIFF_BYTES = 8192  # what sniff() reads of a file by default
-
-
 def _wide_text(head: bytes) -> str | None:
     """The UTF-16/32 codec a head without a byte-order mark is text in, per charset-normalizer
     and checked: it decodes in that codec and has no control characters but tab, newline and
@@ -348,10 +492,14 @@ def _wide_text(head: bytes) -> str | None:
     return guess if not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]", text) else None
 
 
-def _split_file(job: tuple[InputFile, str, Any]) -> list[InputSplit]:
-    """One readable file's splits at its reader parameters' split_bytes (runs on a worker)."""
+def _split_file(job: tuple[InputFile, str, Any]) -> tuple[list[InputSplit], str | None]:
+    """One readable file's splits at its reader parameters' split_bytes, and the whole file's
+    sha256 when that read all of it (runs on a worker)."""
     f, reader_name, reader_params = job
-    return registry.get(reader_name).plan(f.path, f.rel, reader_params)
+    reader = registry.get(reader_name)
+    if issubclass(reader, LineReader):
+        return reader.plan_hashed(f.path, f.rel, reader_params, size=f.size)
+    return reader.plan(f.path, f.rel, reader_params), None
 
 
 def make_plan(
@@ -365,12 +513,15 @@ def make_plan(
 ) -> Plan:
     """Sniff each file and cut it into splits. Files without a task are noted (and reported).
 
-    Files are planned independently, through ``parallel_map`` when given (e.g. the executor's
-    workers: planning reads every uncompressed file to find line starts, which on hundreds of GB
-    takes minutes on one core); with ``hash_files`` the same job records each file's sha256 in
-    ``Plan.sha256``. Notes and counts are applied in file order, so the plan and report do not
-    depend on the workers. A finer cut and the compressed files to cut into chunks (below) go
-    one job per file through ``parallel_map`` as well.
+    Files are planned in jobs of consecutive files (:func:`_scan_jobs`: up to a thousand small
+    files, or one large file), through ``parallel_map`` when given (e.g. the executor's workers:
+    planning reads every uncompressed file larger than the split size to find line starts, which
+    on hundreds of GB takes minutes on one core). With ``hash_files`` the files whose bytes no
+    task reads as they are on disk are hashed by the same job (``Plan.sha256``); the others are
+    hashed by the tasks that read them (pass 0, :class:`dataprep.readers.LineReader`). Notes and
+    counts are applied in file order, so the plan and report do not depend on the workers or on
+    how files are batched into jobs. A finer cut and the compressed files to cut into chunks
+    (below) go one job per file through ``parallel_map`` as well.
 
     ``skipped``: the notes of :func:`expand_inputs` on entries that are not regular files, noted
     and reported first (under ``on_error: stop`` the first one stops the run).
@@ -384,21 +535,30 @@ def make_plan(
     params = registry.build_params(
         InputParams, {k: v for k, v in recipe.input.items() if k in InputParams.__dataclass_fields__}, "input"
     )
-    jobs = []
+    by_kind: dict[str, tuple[str | None, Any]] = {}  # per logical suffix: (reader name, its parameters)
+    jobs: list[ScanJob] = []
     for f in files:
-        reader = reader_for(f.path, params)
-        rp = None
-        if reader is not None:
-            rp = dataclasses.replace(recipe.reader_params(reader), split_bytes=params.split_bytes)
-        jobs.append((f, None if reader is None else reader.name, rp, hash_files))
+        kind = logical_suffix(f.path) if params.format == "auto" else params.format
+        if kind not in by_kind:
+            reader = reader_for(f.path, params)
+            rp = None
+            if reader is not None:
+                rp = dataclasses.replace(recipe.reader_params(reader), split_bytes=params.split_bytes)
+            by_kind[kind] = (None if reader is None else reader.name, rp)
+        jobs.append((f, *by_kind[kind], hash_files))
     notes: list[dict[str, str]] = []
     for note in skipped or []:  # entries of the inputs that are not regular files
         notes.append(note)
         report.file_error(note["kind"], note["file"], note["message"])
-    scans = (parallel_map or _map)(_scan_file, jobs)
+    batches = _scan_jobs(jobs, params.split_bytes)
+    scans = [scan for batch in (parallel_map or _map)(_scan_files, batches) for scan in batch]
     readable: list[tuple[InputFile, str, Any]] = []  # (file, reader name, reader parameters)
     tasks: list[InputSplit] = []
+    sha256: dict[str, str | None] = {}
+    read_sha256: dict[str, str] = {}
     for (f, reader_name, rp, _), scan in zip(jobs, scans, strict=True):
+        if scan["sha256"] != "":
+            sha256[f.rel] = scan["sha256"]
         if reader_name is None:
             notes.append(
                 {"file": f.rel, "kind": "unsupported", "message": "no reader for this file type (skipped)"}
@@ -412,22 +572,31 @@ def make_plan(
             report.stats.count("files.read")
             readable.append((f, reader_name, rp))
             tasks += scan["splits"]
-    sha256 = {f.rel: scan["sha256"] for f, scan in zip(files, scans, strict=True)} if hash_files else {}
+            if scan["read_sha256"]:
+                read_sha256[f.rel] = scan["read_sha256"]
     if len(tasks) < params.min_tasks:
         # a small corpus (or a few big files): cut finer so that every worker gets work
         finer = min(
             params.split_bytes, max(sum(t.nbytes for t in tasks) // params.min_tasks, MIN_SPLIT_BYTES)
         )
         if finer < params.split_bytes:
-            jobs = [(f, name, dataclasses.replace(rp, split_bytes=finer)) for f, name, rp in readable]
-            tasks = [split for splits in (parallel_map or _map)(_split_file, jobs) for split in splits]
+            cuts = [(f, name, dataclasses.replace(rp, split_bytes=finer)) for f, name, rp in readable]
+            tasks = []
+            for (f, _, _), (splits, digest) in zip(
+                cuts, (parallel_map or _map)(_split_file, cuts), strict=True
+            ):
+                tasks += splits
+                if digest:
+                    read_sha256[f.rel] = digest
         if scratch is not None:
-            tasks = _chunk_compressed(tasks, recipe, finer, scratch, report, parallel_map or _map)
+            tasks = _chunk_compressed(tasks, recipe, finer, scratch, report, parallel_map or _map, sha256)
     if params.group_files:
         total = sum(t.nbytes for t in tasks)
         target = min(params.split_bytes, max(total // max(params.min_tasks, 1), MIN_SPLIT_BYTES))
         tasks = group_splits(tasks, target, by_source=bool(recipe.sources))
-    return Plan(files, tasks, notes, sha256)
+    if not hash_files:
+        sha256, read_sha256 = {}, {}
+    return Plan(files, tasks, notes, sha256, read_sha256)
 
 
 def group_splits(tasks: list[InputSplit], target: int, by_source: bool = False) -> list[InputSplit]:
@@ -444,7 +613,19 @@ def group_splits(tasks: list[InputSplit], target: int, by_source: bool = False) 
             out.append(group[0])
         elif group:
             head = group[0]
-            more = [[s.path, s.rel, s.reader, s.start, s.end, s.first_line, s.nbytes] for s in group[1:]]
+            more = [
+                [
+                    s.path,
+                    s.rel,
+                    s.reader,
+                    s.start,
+                    s.end,
+                    s.first_line,
+                    s.nbytes,
+                    *([s.sha256] if s.sha256 else []),
+                ]
+                for s in group[1:]
+            ]
             out.append(dataclasses.replace(head, nbytes=size, more=more))
 
     for t in tasks:
@@ -471,7 +652,7 @@ def _max_line_bytes(recipe: Recipe, task: InputSplit) -> int | None:
 
 def _decompress_job(
     job: tuple[str, Path, int, int | None],
-) -> tuple[list[tuple[Path, int, int]], tuple[int, str] | None]:
+) -> tuple[list[tuple[Path, int, int]], tuple[int, str] | None, str]:
     """:func:`decompress_chunks` of one file (module level: runs on a worker)."""
     return decompress_chunks(*job)
 
@@ -483,10 +664,12 @@ def _chunk_compressed(
     scratch: Path,
     report: ReadReport,
     parallel_map: Callable[[Callable[[Any], Any], list[Any]], list[Any]],
+    sha256: dict[str, str | None],
 ) -> list[InputSplit]:
     """Each compressed line file worth more than a quarter chunk decompressed into line-aligned
     chunks under ``scratch``, one file per job of ``parallel_map``; read errors are reported in
-    task order."""
+    task order; the sha256 of each file so decompressed (hashed by that read) goes into
+    ``sha256`` (its tasks read the chunks, not the file)."""
 
     def chunked(t: InputSplit) -> bool:
         reader = registry.get(t.reader)
@@ -507,7 +690,7 @@ def _chunk_compressed(
         if k not in done:
             out.append(t)
             continue
-        chunks, error = done[k]
+        chunks, error, sha256[t.rel] = done[k]
         if error is not None:  # at the line the reader would name reading the file itself
             report.file_error("read_error", f"{t.rel}:{error[0]}", error[1])
         total = sum(n for _, _, n in chunks) or 1

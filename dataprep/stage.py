@@ -307,8 +307,10 @@ class InputSplit:
     start/end: byte range (end = -1 means to the end). first_line: 1-based line number at start.
     nbytes: on-disk bytes this split accounts for (progress and scheduling); for a group, all of
     its parts' bytes.
+    sha256: the sha256 (hex) of the split's on-disk bytes when planning read them all (a small
+    file, a range of a file cut at line starts), which the reader checks as it reads; "" when not.
     more: further splits of the same task, read after this one in order (small files grouped
-    into one task of about the target size); each as the tuple of its seven fields.
+    into one task of about the target size); each as the list of its first seven or eight fields.
     """
 
     path: str
@@ -318,6 +320,7 @@ class InputSplit:
     end: int = -1
     first_line: int = 1
     nbytes: int = 0
+    sha256: str = ""
     more: list[list[Any]] = field(default_factory=list)
 
     def parts(self) -> list[InputSplit]:
@@ -325,7 +328,9 @@ class InputSplit:
         if not self.more:
             return [self]
         nbytes = self.nbytes - sum(int(m[6]) for m in self.more)
-        first = InputSplit(self.path, self.rel, self.reader, self.start, self.end, self.first_line, nbytes)
+        first = InputSplit(
+            self.path, self.rel, self.reader, self.start, self.end, self.first_line, nbytes, self.sha256
+        )
         return [first, *(InputSplit(*m) for m in self.more)]
 
 
@@ -386,6 +391,8 @@ class ReadReport:
         self.samples: dict[str, list[dict[str, Any]]] = {}
         self.position = 0  # on-disk bytes consumed so far in the current split (progress)
         self.base = 0  # on-disk bytes of the task's parts before the current one (groups)
+        # [rel, start, end, sha256] of every input byte range read whole (see LineReader.lines)
+        self.read_sha256: list[list[Any]] = []
 
     def _sample(self, kind: str, where: str, message: str) -> None:
         bucket = self.samples.setdefault(kind, [])

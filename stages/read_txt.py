@@ -3,7 +3,6 @@ separated by blank lines."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -37,10 +36,8 @@ class TxtReader(LineReader):
         return getattr(params, "txt_mode", "line") == "line"
 
     @classmethod
-    def plan(cls, path: str, rel: str, params: InputParams) -> list[InputSplit]:
-        if getattr(params, "txt_mode", "line") == "block":
-            return [InputSplit(path, rel, cls.name, nbytes=os.path.getsize(path))]  # blocks straddle offsets
-        return super().plan(path, rel, params)
+    def whole_file(cls, params: InputParams) -> bool:
+        return getattr(params, "txt_mode", "line") == "block"  # blocks straddle offsets
 
     def read(self, split: InputSplit, report: ReadReport) -> Iterator[Document]:
         if self.params.txt_mode == "line":

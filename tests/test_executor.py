@@ -81,6 +81,7 @@ def test_finished_run_leaves_no_intermediates_and_a_rerun_changes_nothing(tmp_pa
     run([SAMPLE], out, SPLIT_RECIPE)
     assert sorted(p.name for p in (out / "work").iterdir()) == [
         "complete.json",
+        "inputs_sha256.json",
         "outputs.json",
         "plan.json",
         "run.json",

@@ -186,10 +186,10 @@ def test_small_corpus_is_cut_finer_so_every_worker_gets_work(tmp_path: Path) -> 
     mapped = make_plan(
         expand_inputs([str(path)]), default, ReadReport(StageStats(), "skip"), parallel_map=recording_map
     )
-    assert calls == ["_scan_file", "_split_file"] and mapped.tasks == plan.tasks
+    assert calls == ["_scan_files", "_split_file"] and mapped.tasks == plan.tasks
 
 
-def test_files_are_planned_and_hashed_through_the_parallel_map_as_one_job_each(tmp_path: Path) -> None:
+def test_files_are_planned_and_hashed_through_the_parallel_map_in_jobs_of_many_files(tmp_path: Path) -> None:
     import hashlib
     import multiprocessing as mp
 
@@ -212,13 +212,24 @@ def test_files_are_planned_and_hashed_through_the_parallel_map_as_one_job_each(t
     serial = make_plan(files, recipe, ReadReport(serial_stats, "skip"), hash_files=True)
     pooled_report = ReadReport(pooled_stats, "skip")
     pooled = make_plan(files, recipe, pooled_report, parallel_map=pool_map, hash_files=True)
-    assert calls == [len(files)] == [5]
+    assert calls == [1] and len(files) == 5  # one job plans the five files
     assert pooled.to_json() == serial.to_json()
     assert pooled_stats.to_json() == serial_stats.to_json()
     assert len(pooled.tasks) > 4  # big.jsonl is cut at 64 KiB
     assert [n["kind"] for n in pooled.file_notes] == ["binary_file", "empty_file", "unsupported"]
-    assert pooled.sha256 == {f.rel: hashlib.sha256(Path(f.path).read_bytes()).hexdigest() for f in files}
-    assert make_plan(files, recipe, ReadReport(StageStats(), "skip")).sha256 == {}  # only when asked
+
+    def digest(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    content = {f.rel: Path(f.path).read_bytes() for f in files}
+    # no task reads these files: hashed while planned; small.jsonl.zst is hashed by its task
+    assert pooled.sha256 == {k: digest(content[k]) for k in ("blob.txt", "empty.jsonl", "notes.pdf")}
+    # big.jsonl is read whole to be cut: the file and each range hashed by that read
+    assert pooled.read_sha256 == {"big.jsonl": digest(content["big.jsonl"])}
+    ranges = [t for task in pooled.tasks for t in task.parts() if t.rel == "big.jsonl"]
+    assert [t.sha256 for t in ranges] == [digest(content["big.jsonl"][t.start : t.end]) for t in ranges]
+    unhashed = make_plan(files, recipe, ReadReport(StageStats(), "skip"))
+    assert unhashed.sha256 == unhashed.read_sha256 == {}  # only when asked
 
 
 def test_compressed_files_are_chunked_one_job_each_through_the_parallel_map(tmp_path: Path) -> None:
@@ -245,5 +256,5 @@ def test_compressed_files_are_chunked_one_job_each_through_the_parallel_map(tmp_
     report = ReadReport(StageStats(), "skip")
     serial = make_plan(files, recipe, report, tmp_path / "s1")
     pooled = make_plan(files, recipe, report, tmp_path / "s2", parallel_map=pool_map)
-    assert calls == [2, 2]  # one planning job and one decompression job per file
+    assert calls == [1, 2]  # one planning job for both files, one decompression job per file
     assert len(pooled.tasks) > 4 and chunks(pooled) == chunks(serial)

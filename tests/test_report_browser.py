@@ -9,6 +9,7 @@ which installs Debian's ``chromium``) a missing browser fails it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -194,11 +195,8 @@ window.addEventListener('load', () => {
 
 def _require(found: bool, why: str) -> None:
     """Skips (or fails under DATAPREP_REQUIRE_BROWSER=1) when ``found`` is false."""
-    if found:
-        return
-    if os.environ.get("DATAPREP_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{why} but DATAPREP_REQUIRE_BROWSER=1")
-    pytest.skip(why)
+    if not found:
+        skip_or_fail(why, "DATAPREP_REQUIRE_BROWSER")
 
 
 def _font_files(pattern: str) -> list[str]:

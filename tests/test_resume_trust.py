@@ -198,6 +198,7 @@ def test_work_left_by_a_run_killed_after_completion_is_cleaned_by_the_next(tmp_p
     run([SAMPLE / "reviews"], out, SPLIT_RECIPE)
     assert sorted(p.name for p in (out / "work").iterdir()) == [
         "complete.json",
+        "inputs_sha256.json",
         "outputs.json",
         "plan.json",
         "run.json",
@@ -240,14 +241,14 @@ def test_an_overlong_line_of_a_compressed_input_is_dropped_without_being_written
     data = b"".join(lines * 3)
     src = tmp_path / "a.jsonl.gz"
     src.write_bytes(gzip.compress(data))
-    chunks, error = decompress_chunks(src, tmp_path / "c" / "part", 1 << 20, limit)
+    chunks, error, _ = decompress_chunks(src, tmp_path / "c" / "part", 1 << 20, limit)
     assert not error
     written = b"".join(p.read_bytes() for p, _, _ in chunks)
     assert len(written) < 2000  # the 3 MB lines were never written out
     want = list(iter_lines(io.BytesIO(data), limit))
     got = list(iter_lines(io.BytesIO(written), limit))
     assert got == want and None in got  # the same lines, the overlong ones still found too long
-    exact, _ = decompress_chunks(src, tmp_path / "e" / "part", 1 << 20)
+    exact, _, _ = decompress_chunks(src, tmp_path / "e" / "part", 1 << 20)
     assert b"".join(p.read_bytes() for p, _, _ in exact) == data
 
 

@@ -50,7 +50,9 @@ class RunContext:
     def task_ids(self) -> list[str]:
         return self.plan.task_ids
 
+    input_sha256: dict[str, str | None] = field(default_factory=dict)  # set once pass 0 has run
+
     @property
     def hashes(self) -> dict[str, str | None]:
-        """sha256 of every input file, by its path relative to the input root."""
-        return self.plan.sha256
+        """sha256 of every input file, by its path relative to the input root (None: unread)."""
+        return self.input_sha256

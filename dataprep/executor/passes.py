@@ -80,6 +80,15 @@ class RunDir:
     def marker(self, p: int, task_id: str) -> Path:
         return self.pass_dir(p) / "done" / f"{task_id}.json"
 
+    def input_hashes(self, task_id: str) -> Path:
+        """[path, start, end, sha256] of every input byte range the pass-0 task read (JSON)."""
+        return self.pass_dir(0) / "inputs" / f"{task_id}.json"
+
+    def changed(self, task_id: str) -> Path:
+        """Written by a task that found an input changed since it was planned: the next run
+        starts over (with --overwrite) instead of resuming."""
+        return self.work / "changed" / f"{task_id}.json"
+
     def rejected(self, p: int, task_id: str) -> Path:
         return self.pass_dir(p) / "rejected" / task_id
 

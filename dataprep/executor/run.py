@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -27,7 +28,7 @@ from typing import Any
 
 from dataprep import __version__
 from dataprep import stage as stage_registry
-from dataprep.docstore import RejectedWriter
+from dataprep.docstore import RejectedWriter, WorkMismatch, refused
 from dataprep.document import texts_within_bytes
 from dataprep.executor.base import Executor, make_executor
 from dataprep.executor.context import RunContext
@@ -161,22 +162,79 @@ def _recorded_outputs(run: RunDir) -> set[str]:
     return {n for n in names if n in OUTPUT_ENTRIES}  # never more than dataprep's own names
 
 
+INPUTS_SHA256 = "inputs_sha256.json"  # in OUT/work once complete: {rel: sha256} of every input
+
+
 def changed_inputs(run: RunDir) -> list[str]:
-    """Input files whose content's sha256 differs from the one the plan of the run in OUT
-    recorded (whatever their size and time), or which are gone."""
+    """Input files (their ``rel``) whose content differs from what the run in OUT trusts of them
+    (whatever their size and time), or which are gone. Read and compared: after a complete run,
+    every input whole (work/inputs_sha256.json); else the files planning hashed whole
+    (``Plan.sha256``) and every byte range that a completed pass-0 task read (its
+    :meth:`RunDir.input_hashes`), and nothing else: a range no completed task read is checked
+    by the task that reads it (:class:`InputChanged`, recorded by :meth:`RunDir.changed`)."""
     plan_file = run.work / "plan.json"
     if not plan_file.exists():
         return []
+    changed: dict[str, None] = {}
+    for record in sorted((run.work / "changed").glob("*.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            changed[json.loads(record.read_text())["file"]] = None
     plan = Plan.from_json(json.loads(plan_file.read_text())["plan"])
-    changed = []
-    for f in plan.files:
+    ranges: list[tuple[str, str, int, int, str | None]] = []  # (rel, path, start, end, sha256)
+    complete = run.work / INPUTS_SHA256
+    if (run.work / COMPLETE).exists() and complete.exists():
+        recorded = json.loads(complete.read_text())
+        ranges = [(f.rel, f.path, 0, -1, recorded.get(f.rel)) for f in plan.files]
+    else:
+        ranges = [(f.rel, f.path, 0, -1, plan.sha256[f.rel]) for f in plan.files if f.rel in plan.sha256]
+        by_path = {f.path: f.rel for f in plan.files}
+        for t in plan.task_ids:
+            for path, start, end, digest in _read_ranges(run, t):
+                if path in by_path:  # else a chunk of a decompressed file (in plan.sha256)
+                    ranges.append((by_path[path], path, start, end, digest))
+    for rel, path, start, end, digest in ranges:
+        if rel in changed:
+            continue
         try:
-            digest: str | None = file_sha256(f.path)
+            now: str | None = file_sha256(path, start, end)
         except OSError:
-            digest = None
-        if digest != plan.sha256.get(f.rel):
-            changed.append(f.rel)
-    return changed
+            now = None
+        if now != digest:
+            changed[rel] = None
+    return list(changed)
+
+
+def _read_ranges(run: RunDir, task_id: str) -> list[list[Any]]:
+    """The [path, start, end, sha256] input ranges a completed pass-0 task read ([] when the task
+    has not completed), checked against the sha256 its marker records for the list."""
+    marker = run.marker(0, task_id)
+    if not marker.exists():
+        return []
+    recorded = json.loads(marker.read_text()).get("inputs_sha256")
+    listing = run.input_hashes(task_id)
+    try:
+        data = listing.read_bytes()
+    except OSError:
+        data = b""
+    if not isinstance(recorded, str) or hashlib.sha256(data).hexdigest() != recorded:
+        raise refused(listing, "its sha256 differs from the one its completion marker records")
+    return json.loads(data)
+
+
+def input_sha256(run: RunDir, plan: Plan) -> dict[str, str | None]:
+    """The sha256 of every input file as this run read it, by ``rel``: from planning
+    (``Plan.sha256``, ``Plan.read_sha256``) or from the pass-0 task that read the file whole
+    (a range [0, size)); None for a file nobody read."""
+    out: dict[str, str | None] = {f.rel: None for f in plan.files}
+    out.update(plan.read_sha256)
+    out.update(plan.sha256)
+    by_path = {f.path: f for f in plan.files}
+    for t in plan.task_ids:
+        for path, start, end, digest in _read_ranges(run, t):
+            f = by_path.get(path)
+            if f is not None and start == 0 and end == f.size:
+                out[f.rel] = digest
+    return out
 
 
 def prepare_out(
@@ -194,10 +252,14 @@ def prepare_out(
         if {k: previous.get(k) for k in fingerprint} != fingerprint:
             why = "the recipe, seed or inputs (their sizes or times) changed since the last run there"
         else:
-            changed = changed_inputs(run)
-            if not changed:
-                return True
-            why = f"the content of {', '.join(changed[:3])} changed since the last run there (sha256)"
+            try:
+                changed = changed_inputs(run)
+            except WorkMismatch as e:  # a listing of input hashes that its marker does not vouch for
+                why = str(e).split(";", 1)[0]
+            else:
+                if not changed:
+                    return True
+                why = f"the content of {', '.join(changed[:3])} changed since the last run there (sha256)"
     ours = _recorded_outputs(run) if state_file.exists() else set()
     present = {p.name for p in run.out.iterdir()} if run.out.exists() else set()
     clashing = sorted(n for n in present & set(OUTPUT_ENTRIES) if n not in ours)
@@ -397,6 +459,8 @@ def _prepare(
     stopped = ran is not ctx.passes
     task_cpu = cpu_seconds(run, ran, ctx.task_ids)
     t0 = clock.start()
+    ctx.input_sha256 = input_sha256(run, plan)
+    write_text_atomic(run.work / INPUTS_SHA256, json.dumps(ctx.input_sha256))
     stats = finalize(ctx, ran, drawn, stopped)
     clock.stop("finalize", t0)
     ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
@@ -411,11 +475,11 @@ def _prepare(
 
 
 def _clean_work(run: RunDir) -> None:
-    """Empty OUT/work of the intermediates of a complete run: run.json, COMPLETE, plan.json (with
-    the inputs' sha256) and the record of the outputs stay (they make a rerun a no-op, show a
-    changed input, and name what a later start over may delete)."""
+    """Empty OUT/work of the intermediates of a complete run: run.json, COMPLETE, plan.json, the
+    inputs' sha256 and the record of the outputs stay (they make a rerun a no-op, show a changed
+    input, and name what a later start over may delete)."""
     for entry in run.work.iterdir():
-        if entry.name not in ("run.json", COMPLETE, OUTPUTS_RECORD, "plan.json"):
+        if entry.name not in ("run.json", COMPLETE, OUTPUTS_RECORD, "plan.json", INPUTS_SHA256):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 

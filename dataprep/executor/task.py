@@ -24,8 +24,9 @@ from dataprep import stage as registry
 from dataprep.docstore import DocWriter, RejectedWriter, read_docs, refused
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
-from dataprep.io import write_text_atomic
+from dataprep.io import atomic_write, write_text_atomic
 from dataprep.plan import Plan, source_of
+from dataprep.readers import InputChanged
 from dataprep.recipe import recipe_from_resolved
 from dataprep.stage import GlobalStage, MapStage, ReadReport, Stage, StageContext, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
@@ -193,9 +194,18 @@ def _docs_sha256(run: RunDir, pass_index: int, task_id: str) -> str:
 def run_task(
     out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
 ) -> None:
-    """Run one task of one pass and write its completion marker (idempotent)."""
+    """Run one task of one pass and write its completion marker (idempotent). A pass-0 task that
+    finds an input changed since it was planned records so (:meth:`RunDir.changed`) and raises
+    :class:`InputChanged`."""
     with young_collections_every(TASK_GC_THRESHOLD):
-        _run_task(out, pass_index, task_index, progress)
+        try:
+            _run_task(out, pass_index, task_index, progress)
+        except InputChanged as e:
+            run = RunDir(Path(out))
+            write_text_atomic(
+                run.changed(f"t{task_index:05d}"), json.dumps({"file": e.rel, "message": str(e)})
+            )
+            raise
 
 
 def _run_task(
@@ -299,8 +309,15 @@ def _run_task(
     cpu[IO_CPU] = time.process_time() - task_cpu - sum(cpu.values())
     if pass_index == 0:
         read_stats.histogram("length_chars", LENGTH_EDGES).merge(read_lengths)
+    inputs_sha256 = None
+    if pass_index == 0:  # the input ranges read and their sha256, beside the marker (thousands for a group)
+        listed = json.dumps(report.read_sha256).encode()
+        with atomic_write(run.input_hashes(task_id)) as f:
+            f.write(listed)
+        inputs_sha256 = hashlib.sha256(listed).hexdigest()
     marker = {
         "run": run_id_,
+        "inputs_sha256": inputs_sha256,
         "stages": {labels[i]: s.to_json() for i, s in sorted(stats.items())},
         "read": read_stats.to_json() if pass_index == 0 else None,
         "samples": report.samples,

@@ -184,11 +184,11 @@ def verify(path: str | Path, progress: bool = False) -> list[str]:
     if kept is not None and kept + copies != in_shards:
         what = f" and {copies} further copies of mixed ones" if copies else ""
         problems.add(f"manifest: {kept} documents kept{what} but the shards hold {in_shards} (one EOS each)")
-    _check_documents(out, manifest.documents, problems)
+    _check_document_files(out, manifest.documents, problems)
     return problems.items
 
 
-def _check_documents(out: Path, documents: dict[str, Any], problems: Problems) -> None:
+def _check_document_files(out: Path, documents: dict[str, Any], problems: Problems) -> None:
     """The Parquet files of OUT/documents (``output.documents``): intact, and as many rows as
     documents kept."""
     files = documents.get("files")

@@ -68,6 +68,7 @@ def small_files(root: Path, n: int) -> list[str]:
     return texts
 
 
+@pytest.mark.e2e
 def test_small_files_are_grouped_by_bytes_and_outputs_do_not_depend_on_grouping(tmp_path: Path) -> None:
     small_files(tmp_path / "in", 600)
     grouped = tmp_path / "grouped"
@@ -105,6 +106,7 @@ def samples(out: Path) -> dict[str, list[dict[str, str]]]:
     return read_stats(out)["input"]["problem_samples"]
 
 
+@pytest.mark.e2e
 def test_symlink_loop_dangling_link_fifo_and_socket_are_noted_and_skipped(tmp_path: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()
@@ -136,6 +138,7 @@ def test_symlink_loop_dangling_link_fifo_and_socket_are_noted_and_skipped(tmp_pa
     ]
 
 
+@pytest.mark.e2e
 def test_symlinked_directory_is_read_once(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir()
@@ -169,6 +172,7 @@ def test_a_file_gone_between_plan_and_read_is_named(tmp_path: Path) -> None:
     assert "No such file" in report.samples["read_error"][0]["message"]
 
 
+@pytest.mark.e2e
 def test_out_a_file_or_inside_an_input_is_a_one_line_error(tmp_path: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()
@@ -187,6 +191,7 @@ def test_out_a_file_or_inside_an_input_is_a_one_line_error(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.e2e
 def test_truncated_gz_and_zst_are_read_errors_and_the_cut_record_is_dropped(tmp_path: Path) -> None:
     n = 20_000  # lines, of about 1.6 MB: a dozen zstd blocks
     rows = (json.dumps({"text": f"{REVIEWS[i % len(REVIEWS)]} {i}"}, ensure_ascii=False) for i in range(n))
@@ -208,6 +213,7 @@ def test_truncated_gz_and_zst_are_read_errors_and_the_cut_record_is_dropped(tmp_
         assert stop.stderr.startswith(f"error: {name}:{line}: cannot read further")
 
 
+@pytest.mark.e2e
 def test_deep_json_huge_integers_nan_and_infinity_are_dropped_with_file_and_line(tmp_path: Path) -> None:
     f = tmp_path / "j.jsonl"
     bad = [
@@ -240,6 +246,7 @@ def write_parquet(path: Path, texts: list, groups: int = 4) -> Path:
     return path
 
 
+@pytest.mark.e2e
 def test_corrupt_or_truncated_parquet_and_bad_text_column(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -274,6 +281,7 @@ def test_corrupt_or_truncated_parquet_and_bad_text_column(tmp_path: Path) -> Non
 ZH = REVIEWS[:30]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("codec", ["utf-16", "utf-32", "utf-8-sig"])
 def test_byte_order_marks_decide_the_encoding(tmp_path: Path, codec: str) -> None:
     """UTF-16/32 text (the codec writes its BOM) and a UTF-8 BOM JSONL: every record read as
@@ -290,6 +298,7 @@ def test_byte_order_marks_decide_the_encoding(tmp_path: Path, codec: str) -> Non
     verify(tmp_path / "out")
 
 
+@pytest.mark.e2e
 def test_gb18030_with_input_encoding_and_named_without_it(tmp_path: Path) -> None:
     f = tmp_path / "old.txt"
     f.write_bytes(("\n".join(ZH) + "\n").encode("gb18030"))
@@ -310,6 +319,7 @@ def test_gb18030_with_input_encoding_and_named_without_it(tmp_path: Path) -> Non
     ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
 def test_workers_must_be_at_least_one_or_auto(tmp_path: Path, value: str) -> None:
     r = cli("prepare", str(SAMPLE / "reviews"), "--out", str(tmp_path / "o"), "--workers", value)
@@ -324,6 +334,7 @@ def tokenizer_recipe(tmp_path: Path, tokenizer: str) -> Path:
     return write_recipe(tmp_path / "tok.yaml", recipe)
 
 
+@pytest.mark.e2e
 def test_tokenizer_paths_that_are_no_tokenizer_are_refused_before_any_copy(tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
@@ -343,6 +354,7 @@ def test_tokenizer_paths_that_are_no_tokenizer_are_refused_before_any_copy(tmp_p
         assert copied == []
 
 
+@pytest.mark.e2e
 def test_a_source_name_starting_with_a_dot_is_refused_saying_so(tmp_path: Path) -> None:
     recipe = recipe_with()
     recipe["sources"] = [{"name": ".hidden", "inputs": [str(SAMPLE / "reviews")], "share": 1.0}]

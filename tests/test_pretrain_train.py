@@ -20,6 +20,8 @@ from pretrain.config import ConfigError, load_config
 from pretrain.synthetic_data import write_dataset
 from pretrain.trainer import Trainer, TrainingError, read_metrics
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parent.parent
 
 TINY = {

@@ -104,6 +104,7 @@ def test_a_crash_then_resume_gives_identical_outputs(
     assert fingerprint(tmp_path / "out") == fingerprint(tmp_path / "clean")
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("marker", ["*.bands.parquet", "*.decision.json"])
 def test_a_kill_then_resume_gives_identical_outputs(

@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 MINDFORMERS ?= mindformers==2.0.0
 CONSUMERS_STAMP := $(VENV)/.consumers-$(subst =,,$(MINDFORMERS))
 
-.PHONY: setup prepare train test bench lint clean
+.PHONY: setup prepare train test test-fast bench lint clean
 
 setup: $(STAMP) $(CONSUMERS_STAMP)
 
@@ -42,8 +42,14 @@ train: setup
 
 # Test files spread over pytest-xdist workers, one per core (TEST_JOBS=0: no workers, one process).
 TEST_JOBS ?= auto
+PYTEST = $(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 test: setup
-	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
+	$(PYTEST)
+
+# The fast tier: no test that runs the pipeline, trains, or starts Ray, msrun or a browser
+# (marked e2e; tests/conftest.py fails an unmarked test that runs prepare), nor one marked slow.
+test-fast: setup
+	$(PYTEST) -m "not e2e and not slow"
 
 bench: setup
 	$(BIN)/python bench/run_all.py $(if $(CORPORA),--corpora $(CORPORA))

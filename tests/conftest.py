@@ -1,4 +1,5 @@
-"""Shared helpers: write small corpora and recipes, run the pipeline in-process."""
+"""Shared helpers: write small corpora and recipes, run the pipeline in-process; the guard that keeps
+the fast tier (``-m "not e2e and not slow"``, ``make test-fast``) free of pipeline runs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import gzip
 import json
 import os
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -27,6 +29,90 @@ SMALL_RECIPE: dict[str, Any] = {
         {"pack": {"seq_length": 64}},
     ],
 }
+
+
+class PipelineRunInFastTier(Exception):
+    """A test not marked e2e ran the pipeline: its passes in this process, or `dataprep prepare` in a
+    child process."""
+
+
+_guarded_test: list[str] = []  # the node id of the running test while it is guarded (none for e2e)
+_pipeline_runs: dict[str, list[str]] = {}  # node id -> how it ran the pipeline
+
+
+def _pipeline_ran(how: str) -> None:
+    if not _guarded_test:
+        return
+    nodeid = _guarded_test[0]
+    _pipeline_runs.setdefault(nodeid, []).append(how)
+    raise PipelineRunInFastTier(
+        f"{nodeid} ran {how} but is not marked e2e: mark it @pytest.mark.e2e "
+        "(or the file, pytestmark = pytest.mark.e2e); docs/architecture.md, Tests"
+    )
+
+
+def _is_prepare_command(argv: Sequence[Any]) -> bool:
+    """`dataprep prepare ...` or `python -m dataprep.cli prepare ...` (or `make prepare`)."""
+    words = [os.fsdecode(a) if isinstance(a, (str, bytes, os.PathLike)) else "" for a in argv]
+    if "prepare" not in words:
+        return False
+    first = words.index("prepare")
+    return any(w == "dataprep.cli" or Path(w).name in ("dataprep", "make") for w in words[:first])
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "subprocess.Popen" and _guarded_test:
+        argv = args[1]
+        if isinstance(argv, (str, bytes)):
+            argv = os.fsdecode(argv).split()
+        if _is_prepare_command(argv or ()):
+            _pipeline_ran("`dataprep prepare` in a child process")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Install the fast-tier guard: every run of the pipeline's passes in this process goes through
+    ``dataprep.executor.run._run_passes`` (a prepare refused before its first pass does not count);
+    every child process goes through the ``subprocess.Popen`` audit event."""
+    from dataprep.executor import run as executor_run
+
+    if getattr(executor_run._run_passes, "fast_tier_guard", False):
+        return
+    run_passes = executor_run._run_passes
+
+    def guarded_run_passes(*args: Any, **kwargs: Any) -> Any:
+        _pipeline_ran("the pipeline's passes (dataprep.executor.prepare)")
+        return run_passes(*args, **kwargs)
+
+    guarded_run_passes.fast_tier_guard = True  # type: ignore[attr-defined]
+    executor_run._run_passes = guarded_run_passes
+    sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Guard a test that is not marked e2e from its fixtures' set-up (a session fixture that runs
+    prepare counts against the first test that asks for it) to its teardown."""
+    _guarded_test.clear()
+    if item.get_closest_marker("e2e") is None:
+        _guarded_test.append(item.nodeid)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    _guarded_test.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Fail the test even when it caught PipelineRunInFastTier."""
+    outcome = yield
+    report = outcome.get_result()
+    runs = _pipeline_runs.get(item.nodeid)
+    if runs and report.when == "call" and report.passed:
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid} ran {runs[0]} but is not marked e2e"
 
 
 def skip_or_fail(reason: str, required_by: str) -> NoReturn:

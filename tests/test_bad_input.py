@@ -12,6 +12,8 @@ from conftest import SAMPLE, read_stats, recipe_with, run, stage_stats, write_gz
 from dataprep.docstore import read_rejected
 from dataprep.stage import InputError
 
+pytestmark = pytest.mark.e2e
+
 GOOD = '{"text": "一段正常的文字，足够长。"}\n'
 
 

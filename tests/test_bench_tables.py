@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+BENCH = Path(__file__).resolve().parent.parent / "bench"
 
-import bench_end_to_end as e2e
-from _measure import Measured
+
+def load_bench(name: str) -> ModuleType:
+    """bench/<name>.py, imported by its file path (bench/ is scripts, not a package, and stays off
+    sys.path). The bench scripts import each other by bare name (``from _measure import ...``, as
+    when run as scripts): the siblings a module imports are loaded first, under those names."""
+    path = BENCH / f"{name}.py"
+    if name in sys.modules:
+        loaded = sys.modules[name]
+        assert Path(loaded.__file__ or "") == path, f"{name} is already imported from {loaded.__file__}"
+        return loaded
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.module and (BENCH / f"{node.module}.py").is_file():
+            load_bench(node.module)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if (BENCH / f"{alias.name}.py").is_file():
+                    load_bench(alias.name)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+e2e = load_bench("bench_end_to_end")
+speed = load_bench("bench_speed")
+measure = load_bench("_measure")
+kb_corpus = load_bench("make_kb_corpus")
+Measured = measure.Measured
 
 
 def _runs(one: float, two: float, bare: float) -> dict[str, Measured]:
@@ -81,8 +112,6 @@ def test_result_table_prints_ceilings_and_ray_alone_apart_from_the_runs() -> Non
 
 
 def test_speed_table_ratios_and_scaling_beyond_half() -> None:
-    import bench_speed as speed
-
     # 40 MB; per MB: 1 worker 1.0 s, 2 workers 0.5 s; fixed: 6 s at both
     case = speed.Case("zh_poetry", "deepseek", 1000, 40.0, 20.0)
     case.runs = {
@@ -105,11 +134,9 @@ def test_speed_table_ratios_and_scaling_beyond_half() -> None:
 
 
 def test_a_recorded_result_is_never_overwritten(tmp_path: Path) -> None:
-    from _measure import write_result
-
-    first = write_result("speed", "Speed", "cmd one", "table one", results=tmp_path)
-    second = write_result("speed", "Speed", "cmd two", "table two", results=tmp_path)
-    third = write_result("speed", "Speed", "cmd three", "table three", results=tmp_path)
+    first = measure.write_result("speed", "Speed", "cmd one", "table one", results=tmp_path)
+    second = measure.write_result("speed", "Speed", "cmd two", "table two", results=tmp_path)
+    third = measure.write_result("speed", "Speed", "cmd three", "table three", results=tmp_path)
     assert len({first, second, third}) == 3
     assert second.name == first.stem + "-2.md" and third.name == first.stem + "-3.md"
     assert "table one" in first.read_text(encoding="utf-8")
@@ -117,19 +144,15 @@ def test_a_recorded_result_is_never_overwritten(tmp_path: Path) -> None:
 
 
 def test_a_run_rewrites_its_own_result_file_only(tmp_path: Path) -> None:
-    from _measure import write_result
-
-    other = write_result("speed", "Speed", "cmd", "someone else's", results=tmp_path)
-    mine = write_result("speed", "Speed", "cmd", "one case", results=tmp_path)
-    again = write_result("speed", "Speed", "cmd", "two cases", results=tmp_path, into=mine)
+    other = measure.write_result("speed", "Speed", "cmd", "someone else's", results=tmp_path)
+    mine = measure.write_result("speed", "Speed", "cmd", "one case", results=tmp_path)
+    again = measure.write_result("speed", "Speed", "cmd", "two cases", results=tmp_path, into=mine)
     assert again == mine != other
     assert "two cases" in mine.read_text(encoding="utf-8")
     assert "someone else's" in other.read_text(encoding="utf-8")
 
 
 def _fit_case(corpus: str, docs: int, mb: float, fixed: float, per_doc: float, per_byte: float):
-    import bench_speed as speed
-
     def cpu(d: int, m: float) -> float:
         return fixed + per_doc * d + per_byte * m * 1e6
 
@@ -142,8 +165,6 @@ def _fit_case(corpus: str, docs: int, mb: float, fixed: float, per_doc: float, p
 
 
 def test_cost_fit_recovers_per_document_and_per_byte_cpu() -> None:
-    import bench_speed as speed
-
     # 5 s fixed, 30 µs per document, 0.2 µs per byte; documents of 77 B, 1 KB and 10 KB
     cases = [
         _fit_case("zh_poetry", 520_000, 40.0, 5.0, 30e-6, 0.2e-6),
@@ -161,8 +182,6 @@ def test_cost_fit_recovers_per_document_and_per_byte_cpu() -> None:
 
 
 def test_serial_table_sums_the_phases_that_are_not_passes() -> None:
-    import bench_speed as speed
-
     case = speed.Case("zh_kb", "trained", 1, 1.0, 0.5)
     case.timings = {
         "seconds": {
@@ -182,15 +201,12 @@ def test_serial_table_sums_the_phases_that_are_not_passes() -> None:
 def test_the_recombined_corpus_is_seeded_and_sized(tmp_path: Path) -> None:
     import json
 
-    from make_kb_corpus import SENTENCE_END, write_recombined
-
-    pool = [
-        s for s in SENTENCE_END.split("床前明月光，疑是地上霜。举头望明月！低头思故乡？\n春眠不觉晓；") if s
-    ]
+    poem = "床前明月光，疑是地上霜。举头望明月！低头思故乡？\n春眠不觉晓；"
+    pool = [s for s in kb_corpus.SENTENCE_END.split(poem) if s]
     assert pool == ["床前明月光，疑是地上霜。", "举头望明月！", "低头思故乡？", "\n", "春眠不觉晓；"]
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    docs, size = write_recombined(pool, a, 20_000, (3, 40), seed=7)
-    assert write_recombined(pool, b, 20_000, (3, 40), seed=7) == (docs, size)
+    docs, size = kb_corpus.write_recombined(pool, a, 20_000, (3, 40), seed=7)
+    assert kb_corpus.write_recombined(pool, b, 20_000, (3, 40), seed=7) == (docs, size)
     assert a.read_bytes() == b.read_bytes()
     texts = [json.loads(line)["text"] for line in a.read_text(encoding="utf-8").splitlines()]
     assert len(texts) == docs and sum(len(t.encode()) for t in texts) == size >= 20_000

@@ -16,6 +16,7 @@ except ImportError:
     from _cleaning_helpers import CLEANING  # type: ignore[no-redef]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_default_recipe_reports_cleaning(default_sample_out: Path) -> None:
     recipe = load_recipe("default")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import SAMPLE, run
 from dataprep.stats import Histogram
 
@@ -46,6 +48,7 @@ def test_stages_lists_every_kind_with_parameters() -> None:
         assert expected in r.stdout
 
 
+@pytest.mark.e2e
 def test_report_has_embedded_plots_and_is_regenerated(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE / "reviews", SAMPLE / "adversarial"], out)
@@ -96,6 +99,7 @@ def test_histogram_bins_and_merge() -> None:
     assert h.counts == [1, 2, 2, 1, 2] and h.total() == 8
 
 
+@pytest.mark.e2e
 def test_a_full_disk_stops_the_run_with_what_to_do_and_the_rerun_resumes(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:

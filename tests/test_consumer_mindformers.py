@@ -32,6 +32,8 @@ import pytest
 
 from conftest import REPO, SAMPLE, SMALL_RECIPE, run, skip_or_fail
 
+pytestmark = pytest.mark.e2e
+
 MINDFORMERS_VERSION = "2.0.0"
 DOC = REPO / "docs" / "use-with-trainers.md"
 SEQ_LENGTH = 64

@@ -223,6 +223,7 @@ def test_items_with_missing_fields_are_skipped_and_counted(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.e2e
 def test_a_run_counts_per_benchmark_and_rejected_names_item_and_place(tmp_path: Path, evalset: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     planted = [PLANTED["zh exact"](), PLANTED["en exact"](), PLANTED["zh traditional"]()]

@@ -67,6 +67,7 @@ def reference(inputs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     return fingerprint(out)
 
 
+@pytest.mark.e2e
 def test_two_workers_give_identical_outputs(inputs: Path, tmp_path: Path, reference: dict) -> None:
     run(inputs, tmp_path / "out", DEDUP, workers=2)
     assert fingerprint(tmp_path / "out") == reference
@@ -76,6 +77,7 @@ class Crash(Exception):
     pass
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("phase", ["compute", "decide", "apply"])
 def test_a_crash_then_resume_gives_identical_outputs(
     inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str
@@ -102,6 +104,7 @@ def test_a_crash_then_resume_gives_identical_outputs(
     assert fingerprint(tmp_path / "out") == fingerprint(tmp_path / "clean")
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("marker", ["*.bands.parquet", "*.decision.json"])
 def test_a_kill_then_resume_gives_identical_outputs(
@@ -128,6 +131,7 @@ def test_a_kill_then_resume_gives_identical_outputs(
     assert fingerprint(out) == reference
 
 
+@pytest.mark.e2e
 def test_a_second_run_into_the_same_out_reads_its_own_inputs(tmp_path: Path) -> None:
     """In one process, the cached plan of a previous run into the same OUT must not be reused."""
     first = write_inputs(tmp_path / "one", {"a.jsonl": [{"id": "x", "text": "只有一篇文章"}]})

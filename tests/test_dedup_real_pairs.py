@@ -21,6 +21,8 @@ from dataprep.docstore import read_rejected
 from dataprep.executor import prepare
 from dataprep.recipe import load_recipe, parse_recipe
 
+pytestmark = pytest.mark.e2e
+
 DATA = Path(__file__).parent / "data" / "dedup_regional_pairs.jsonl.gz"
 DEDUP = {"exact_dedup", "paragraph_dedup", "minhash_dedup"}
 

@@ -28,6 +28,7 @@ def corpus() -> dict[str, list[dict]]:
     }
 
 
+@pytest.mark.e2e
 def test_later_copies_are_dropped_naming_the_first(tmp_path: Path) -> None:
     inp = write_inputs(tmp_path, corpus())
     stats = run(inp, tmp_path / "out", ["exact_dedup"])
@@ -45,6 +46,7 @@ def test_later_copies_are_dropped_naming_the_first(tmp_path: Path) -> None:
     assert s["examples"] and s["examples"][0]["items"][0]["label"] == "kept: a0"
 
 
+@pytest.mark.e2e
 def test_tiny_partitions_give_the_same_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     inp = write_inputs(tmp_path, corpus())
     run(inp, tmp_path / "one", ["exact_dedup"])

@@ -29,6 +29,7 @@ from dataprep.stats import AccountingError, StageStats, check_accounting
 SPLIT_RECIPE = recipe_with(split_bytes=1 << 16)
 
 
+@pytest.mark.e2e
 def test_accounting_holds_on_the_sample_corpus(tmp_path: Path) -> None:
     stats = run([SAMPLE], tmp_path / "o", SPLIT_RECIPE)
     t = stats["totals"]
@@ -58,6 +59,7 @@ def test_check_accounting_catches_a_lost_document() -> None:
         check_accounting(["a", "c"], {"a": a, "c": c})
 
 
+@pytest.mark.e2e
 def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
     run([SAMPLE], tmp_path / "w1", SPLIT_RECIPE, workers=1)
     run([SAMPLE], tmp_path / "w2", SPLIT_RECIPE, workers=2)
@@ -76,6 +78,7 @@ def test_output_is_identical_for_1_and_2_workers(tmp_path: Path) -> None:
     assert any(k.startswith("shards/") for k in one) and "rejected/exact_dedup.jsonl.zst" in one
 
 
+@pytest.mark.e2e
 def test_finished_run_leaves_no_intermediates_and_a_rerun_changes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE], out, SPLIT_RECIPE)
@@ -100,6 +103,7 @@ def test_finished_run_leaves_no_intermediates_and_a_rerun_changes_nothing(tmp_pa
     assert (kept / "work" / "plan.json").exists() and (kept / "work" / "pass0" / "docs").is_dir()
 
 
+@pytest.mark.e2e
 def test_changed_recipe_starts_over(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE / "reviews"], out, SPLIT_RECIPE)
@@ -126,6 +130,7 @@ def _markers(out: Path, pass_index: int) -> int:
     return len(list(d.glob("*.json"))) if d.exists() else 0
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kill_when", ["mid_pass1", "mid_pass2", "after_decide"])
 def test_sigkill_then_rerun_gives_identical_bytes(tmp_path: Path, kill_when: str) -> None:
     recipe = write_recipe(tmp_path / "r.yaml", SPLIT_RECIPE)
@@ -152,6 +157,7 @@ def test_sigkill_then_rerun_gives_identical_bytes(tmp_path: Path, kill_when: str
     assert_same_outputs(out, clean)
 
 
+@pytest.mark.e2e
 def test_shards_decode_back_to_the_kept_documents(tmp_path: Path) -> None:
     """End to end: the token stream between EOS tokens decodes to the kept documents, in order."""
     from dataprep.docstore import read_rejected
@@ -305,6 +311,7 @@ def test_warm_ups_reach_pool_workers_at_low_priority(tmp_path: Path, monkeypatch
         assert here == 19 and main == os.getpriority(os.PRIO_PROCESS, 0)
 
 
+@pytest.mark.e2e
 def test_a_pool_run_warms_its_workers_for_the_shard_writers_while_the_tokenizer_trains(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,10 +10,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import SMALL_RECIPE, jsonl_bytes, output_bytes, run
 from dataprep.executor.base import Executor, done_future
 from dataprep.executor.task import run_task
 from dataprep.progress import Progress
+
+pytestmark = pytest.mark.e2e
 
 
 class InlineExecutor(Executor):

@@ -408,6 +408,7 @@ def _counters(out: Path) -> dict[str, int]:
     return next(s for s in stats["stages"] if s["label"] == "tokenize")["counters"]
 
 
+@pytest.mark.e2e
 def test_stage_engines_write_identical_shards(tmp_path, trained, docs):
     corpus = write_corpus(tmp_path / "c", docs[1:1200:3], files=3)
     pack = {"pack": {"seq_length": 256, "shuffle": False, "writers": ["bin"]}}
@@ -429,6 +430,7 @@ def test_stage_engines_write_identical_shards(tmp_path, trained, docs):
         assert (outs["auto"] / rel).read_bytes() == (outs["tokenizers"] / rel).read_bytes()
 
 
+@pytest.mark.e2e
 def test_stage_checks_once_per_run_on_the_input_sample(tmp_path, trained, docs, monkeypatch):
     import stages.tokenize as module
 
@@ -449,6 +451,7 @@ def test_stage_checks_once_per_run_on_the_input_sample(tmp_path, trained, docs, 
     assert counters["engine_fastokens"] == 400 and "engine_mismatch" not in counters
 
 
+@pytest.mark.e2e
 def test_stage_planted_mismatch_sends_the_run_to_tokenizers(tmp_path, trained, docs, monkeypatch):
     corpus = write_corpus(tmp_path / "c", docs[1:1200:3], files=3)
     real = HFTokenizer._fast
@@ -480,6 +483,7 @@ def test_stage_planted_mismatch_sends_the_run_to_tokenizers(tmp_path, trained, d
         )
 
 
+@pytest.mark.e2e
 def test_stage_refuses_a_demanded_fastokens_it_cannot_have(tmp_path, docs):
     corpus = write_corpus(tmp_path / "c", docs[:20], files=1)
     path = _wordpiece(tmp_path / "wp", docs[:500])

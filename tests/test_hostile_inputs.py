@@ -27,6 +27,8 @@ from conftest import (
     write_zst,
 )
 
+pytestmark = pytest.mark.e2e  # every case runs prepare (see docs/architecture.md#tests)
+
 REVIEWS = [
     x for x in (SAMPLE / "reviews" / "reviews.txt").read_text(encoding="utf-8").splitlines() if len(x) > 20
 ]

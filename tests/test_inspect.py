@@ -9,6 +9,8 @@ from test_shards_support import corpus_texts, run_prepare, small_tokenizer, writ
 
 from dataprep.cli import main
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):

@@ -29,6 +29,8 @@ from dataprep.formats.verify import verify
 from dataprep.recipe import load_recipe
 from stages.pack import split_of
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 Row = tuple[bytes, tuple[int, ...]]  # (int32 tokens, actual_seq_len)
 

@@ -47,6 +47,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return root / "out", stats
 
 
+@pytest.mark.e2e
 def test_near_duplicates_are_dropped_with_cluster_and_survivor(result: tuple[Path, dict]) -> None:
     out, _ = result
     records = {r["id"]: r for r in rejected(out, "minhash_dedup")}
@@ -66,6 +67,7 @@ def test_near_duplicates_are_dropped_with_cluster_and_survivor(result: tuple[Pat
     assert ids == ["poem", "unrelated", "punct", "note-longer", "punct-2", "note-far"]
 
 
+@pytest.mark.e2e
 def test_stats_manifest_and_report(result: tuple[Path, dict]) -> None:
     out, stats = result
     s = stage_stats(stats, "minhash_dedup")
@@ -86,6 +88,7 @@ def test_stats_manifest_and_report(result: tuple[Path, dict]) -> None:
     assert "Examples: minhash_dedup" in html and "note-longer" in html
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("verify", ["signature", "none"])
 def test_other_verification_modes_find_the_same_clear_duplicates(tmp_path: Path, verify: str) -> None:
     inp = write_inputs(tmp_path, corpus())
@@ -93,6 +96,7 @@ def test_other_verification_modes_find_the_same_clear_duplicates(tmp_path: Path,
     assert {r["id"] for r in rejected(tmp_path / "out", "minhash_dedup")} == {"poem-simplified", "note"}
 
 
+@pytest.mark.e2e
 def test_spills_and_decide_files_are_removed_once_applied(tmp_path: Path) -> None:
     inp = write_inputs(tmp_path, corpus())
     run(inp, tmp_path / "out", [{"minhash_dedup": {}}], keep_work=True)
@@ -101,6 +105,7 @@ def test_spills_and_decide_files_are_removed_once_applied(tmp_path: Path) -> Non
     assert left and all(name.endswith(".decision.json") for name in left)
 
 
+@pytest.mark.e2e
 def test_verification_rejects_candidates_below_the_threshold(tmp_path: Path) -> None:
     """Bands of one row make every pair of these texts a candidate (P = 1 - (1 - J)^128); exact
     verification keeps only J >= t."""
@@ -130,6 +135,7 @@ def test_parameters_are_validated() -> None:
     assert build_params(cls.Params, {}, "t").band_shape() == (16, 8)
 
 
+@pytest.mark.e2e
 def test_clusters_across_scripts_are_counted_and_shown_with_their_differences(tmp_path: Path) -> None:
     """A Traditional copy of a Simplified poem (as lang_id labels them: meta script) is one
     cross-script cluster; the report shows the members side by side, differences marked."""

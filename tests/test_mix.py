@@ -102,12 +102,14 @@ def mixed_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, di
 # -- the mix itself ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_identical_shards_with_one_and_two_workers(mixed_runs: tuple[Path, Path, dict[str, Path]]) -> None:
     one, two, _ = mixed_runs
     assert (one / "shards" / "bin" / "train-00000.src").exists()
     assert_same_outputs(two, one)
 
 
+@pytest.mark.e2e
 def test_achieved_shares_within_tolerance_on_tokens(mixed_runs: tuple[Path, Path, dict[str, Path]]) -> None:
     one, _, _ = mixed_runs
     mix = _manifest(one)["mix"]
@@ -129,6 +131,7 @@ def test_achieved_shares_within_tolerance_on_tokens(mixed_runs: tuple[Path, Path
     assert train["documents"] == sum(s["docs_written"] for s in mix["sources"].values())
 
 
+@pytest.mark.e2e
 def test_report_shows_target_against_achieved(
     mixed_runs: tuple[Path, Path, dict[str, Path]], tmp_path: Path
 ) -> None:
@@ -151,6 +154,7 @@ def test_report_shows_target_against_achieved(
     assert findings["wide"] == [] and findings["page_width"] <= findings["window_width"]  # 11 columns
 
 
+@pytest.mark.e2e
 def test_downsampled_documents_rejected_and_stats_per_source(
     mixed_runs: tuple[Path, Path, dict[str, Path]],
 ) -> None:
@@ -169,6 +173,7 @@ def test_downsampled_documents_rejected_and_stats_per_source(
     assert stats["totals"]["dropped_by_reason"]["pack/mix_not_chosen"] == len(not_chosen)
 
 
+@pytest.mark.e2e
 def test_every_row_has_its_source_and_no_row_holds_two_copies(
     mixed_runs: tuple[Path, Path, dict[str, Path]],
 ) -> None:
@@ -196,6 +201,7 @@ def test_every_row_has_its_source_and_no_row_holds_two_copies(
     assert checked > 100
 
 
+@pytest.mark.e2e
 def test_source_id_in_mindrecord(tmp_path: Path) -> None:
     paths = _corpus(tmp_path / "in")
     out = tmp_path / "out"
@@ -207,6 +213,7 @@ def test_source_id_in_mindrecord(tmp_path: Path) -> None:
     assert np.array_equal(from_mr, _rows(out)["source_id"])
 
 
+@pytest.mark.e2e
 def test_short_source_reported_and_strict_stops(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     paths = _corpus(tmp_path / "in")
     out = tmp_path / "warn"
@@ -230,6 +237,7 @@ def test_short_source_reported_and_strict_stops(tmp_path: Path, capfd: pytest.Ca
     assert not any((strict / "work").rglob("shards"))
 
 
+@pytest.mark.e2e
 def test_cross_source_dedup_keeps_the_copy_of_highest_priority(tmp_path: Path) -> None:
     shared = _docs("dup", 15, seed=99)
     paths = _corpus(tmp_path / "in", shared=shared)
@@ -248,6 +256,7 @@ def test_cross_source_dedup_keeps_the_copy_of_highest_priority(tmp_path: Path) -
     assert sorted(r["id"] for r in dups2) == sorted(f"large-{d['id']}" for d in shared)
 
 
+@pytest.mark.e2e
 def test_cli_needs_no_input_with_sources(tmp_path: Path) -> None:
     paths = _corpus(tmp_path / "in")
     recipe = write_recipe(tmp_path / "r.yaml", _recipe(paths))
@@ -349,6 +358,7 @@ def test_plan_targets() -> None:
     assert empty.short[0] == pytest.approx(1000.0) and empty.planned == pytest.approx([0.0, 1000.0])
 
 
+@pytest.mark.e2e
 def test_verify_checks_a_mixed_run(mixed_runs: tuple[Path, Path, dict[str, Path]], tmp_path: Path) -> None:
     import shutil
 
@@ -365,6 +375,7 @@ def test_verify_checks_a_mixed_run(mixed_runs: tuple[Path, Path, dict[str, Path]
     assert any("train-00000.src: sha256 differs" in p for p in verify(damaged))
 
 
+@pytest.mark.e2e
 def test_per_source_stage_overrides(tmp_path: Path) -> None:
     paths = _corpus(tmp_path / "in")
     recipe = _recipe(paths)
@@ -387,6 +398,7 @@ def test_per_source_stage_overrides(tmp_path: Path) -> None:
         load_recipe(str(write_recipe(tmp_path / "bad.yaml", recipe)))
 
 
+@pytest.mark.e2e
 def test_example_recipe_meets_its_shares_on_sample_corpus(tmp_path: Path) -> None:
     """The built-in mix_sample recipe (three sample_corpus/ sources) prepares from the repository
     root without INPUT, and the manifest shows every share met within the tolerance."""

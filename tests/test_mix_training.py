@@ -87,6 +87,7 @@ def test_blending_index_follows_the_weights() -> None:
             assert np.array_equal(within[dataset == d], np.arange(int((dataset == d).sum())))
 
 
+@pytest.mark.e2e
 def test_blend_is_independent_of_the_rank_layout(outputs: tuple[Path, Path]) -> None:
     from dataprep.formats.readers_for_training import open_split
 
@@ -113,6 +114,7 @@ def test_blend_is_independent_of_the_rank_layout(outputs: tuple[Path, Path]) -> 
     assert np.all(batch["source_label"][~from_plain] < 3)
 
 
+@pytest.mark.e2e
 def test_blended_run_resumes_at_the_exact_sample_after_sigkill(
     tmp_path: Path, outputs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

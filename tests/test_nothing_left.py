@@ -19,6 +19,8 @@ from dataprep.executor import NothingLeftError, prepare
 from dataprep.recipe import parse_recipe
 from stages.pack import split_of
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -369,6 +369,7 @@ def spill_tasks(work: Path, tasks: list[list[np.ndarray]], dtype: str = "<i4") -
     return metas
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     task_docs=st.lists(st.lists(st.integers(1, 30), max_size=6), min_size=1, max_size=8),

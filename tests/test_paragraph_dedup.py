@@ -30,6 +30,7 @@ def corpus() -> dict[str, list[dict]]:
     return {"a.jsonl": docs[:3], "b.jsonl": docs[3:]}
 
 
+@pytest.mark.e2e
 def test_boilerplate_is_removed_from_all_but_the_first_document(tmp_path: Path) -> None:
     inp = write_inputs(tmp_path, corpus())
     stats = run(inp, tmp_path / "out", [{"paragraph_dedup": {"max_docs": 2}}])
@@ -50,6 +51,7 @@ def test_boilerplate_is_removed_from_all_but_the_first_document(tmp_path: Path) 
     assert s["examples"][0]["items"][0]["text"] == f"{NAV}\n{FOOTER}"
 
 
+@pytest.mark.e2e
 def test_paragraph_unit_and_threshold(tmp_path: Path) -> None:
     block = "A long paragraph of legal boilerplate\nthat spans two lines of the footer."
     docs = [{"id": f"d{i}", "text": f"Story number {i} is unique here.\n\n{block}"} for i in range(4)]
@@ -69,6 +71,7 @@ def test_parameters_are_validated() -> None:
 LINES = [FOOTER, NAV, body(1), body(2), SHORT, ""]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(st.lists(st.lists(st.sampled_from(LINES), max_size=5), max_size=5), min_size=1, max_size=3),

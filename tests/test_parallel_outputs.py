@@ -99,6 +99,7 @@ def test_shard_files_written_by_worker_processes_equal_direct_writing(
     assert len(list(parts_dir.iterdir())) == sum(len(f) for f in files)  # a retried job finds them
 
 
+@pytest.mark.e2e
 def test_plots_drawn_ahead_give_the_same_page_and_stale_ones_are_redrawn(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE / "reviews"], out)
@@ -119,6 +120,7 @@ def test_plots_drawn_ahead_give_the_same_page_and_stale_ones_are_redrawn(tmp_pat
     assert render(stats, manifest, render_plots(plot_specs(stale)), examples) == page
 
 
+@pytest.mark.e2e
 def test_timings_hold_wall_and_cpu_seconds_per_phase(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE / "reviews"], out, recipe_with(split_bytes=1 << 16), workers=2)

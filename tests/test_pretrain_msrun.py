@@ -23,6 +23,8 @@ import yaml
 from pretrain.synthetic_data import write_dataset
 from pretrain.trainer import read_metrics
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -64,6 +64,7 @@ def test_weight_decay_skips_norms_and_biases() -> None:
     assert groups["model.embed_tokens.weight"] > 0 and groups["lm_head.weight"] > 0
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("opt_type,schedule", [("lamb", "wsd"), ("adamw", "constant")])
 def test_optimizer_and_schedule_variants_train(tmp_path: Path, opt_type: str, schedule: str) -> None:
     from pretrain.synthetic_data import write_dataset

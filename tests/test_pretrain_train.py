@@ -19,6 +19,8 @@ from pretrain.config import ConfigError, load_config
 from pretrain.synthetic_data import write_dataset
 from pretrain.trainer import Trainer, TrainingError, read_metrics
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parent.parent
 HANG_S = 1800  # bounds a hung training process only; a run on a busy machine takes far less
 

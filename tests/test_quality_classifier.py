@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import opencc
+import pytest
 
 from dataprep.document import Document, Drop
 from dataprep.stage import StageContext, build_params
@@ -143,6 +144,7 @@ def test_threshold_drops_low_scores_with_reason_and_score(tmp_path: Path) -> Non
     assert stats.histograms["quality"].total() == len(texts)
 
 
+@pytest.mark.e2e
 def test_top_fraction_keeps_the_best_share_of_each_group(tmp_path: Path) -> None:
     rng = random.Random(2)
     rows = []

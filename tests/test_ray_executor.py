@@ -25,6 +25,8 @@ from conftest import (
     write_recipe,
 )
 
+pytestmark = pytest.mark.e2e
+
 ray = pytest.importorskip("ray")
 
 RECIPE = recipe_with(split_bytes=1 << 16)  # 57 tasks

@@ -15,7 +15,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import skip_or_fail
+
+pytestmark = pytest.mark.e2e
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 

@@ -49,6 +49,7 @@ def _frame(out: Path) -> Path:
     return frames[0]
 
 
+@pytest.mark.e2e
 def test_a_pickle_planted_in_a_frame_is_refused_and_never_run(tmp_path: Path) -> None:
     out = _kept_run(tmp_path)
     frame = _frame(out)
@@ -68,6 +69,7 @@ def test_a_pickle_planted_in_a_frame_is_refused_and_never_run(tmp_path: Path) ->
     assert not touched.exists()
 
 
+@pytest.mark.e2e
 def test_an_edited_frame_is_refused(tmp_path: Path) -> None:
     out = _kept_run(tmp_path)
     frame = _frame(out)
@@ -81,6 +83,7 @@ def test_an_edited_frame_is_refused(tmp_path: Path) -> None:
     assert not (out / "work" / "complete.json").exists()
 
 
+@pytest.mark.e2e
 def test_a_marker_of_another_run_is_refused(tmp_path: Path) -> None:
     out = _kept_run(tmp_path)
     marker = sorted((out / "work" / "pass0" / "done").glob("*.json"))[0]
@@ -98,6 +101,7 @@ def _copy_input(tmp_path: Path) -> Path:
     return src
 
 
+@pytest.mark.e2e
 def test_a_same_size_input_edit_with_its_time_restored_is_detected(tmp_path: Path) -> None:
     from dataprep.executor import RunError
 
@@ -129,6 +133,7 @@ def test_a_same_size_input_edit_with_its_time_restored_is_detected(tmp_path: Pat
     assert [k for k in a if a[k] != b.get(k)] == []
 
 
+@pytest.mark.e2e
 def test_a_users_files_survive_and_a_users_tokenizer_is_never_replaced(tmp_path: Path) -> None:
     from dataprep.executor import RunError
 
@@ -151,6 +156,7 @@ def test_a_users_files_survive_and_a_users_tokenizer_is_never_replaced(tmp_path:
     assert (fresh / "tokenizer" / "tokenizer.json").read_text() == "{}"
 
 
+@pytest.mark.e2e
 def test_a_second_run_into_the_same_out_refuses_naming_the_holder(tmp_path: Path) -> None:
     import socket
 
@@ -179,6 +185,7 @@ def test_a_second_run_into_the_same_out_refuses_naming_the_holder(tmp_path: Path
     assert_same_outputs(out, clean)
 
 
+@pytest.mark.e2e
 def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     import socket
 
@@ -191,6 +198,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     assert (out / "manifest.json").exists() and not (out / ".lock").exists()
 
 
+@pytest.mark.e2e
 def test_work_left_by_a_run_killed_after_completion_is_cleaned_by_the_next(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE / "reviews"], out, SPLIT_RECIPE, keep_work=True)  # as if killed before cleaning
@@ -206,6 +214,7 @@ def test_work_left_by_a_run_killed_after_completion_is_cleaned_by_the_next(tmp_p
     assert json.loads((out / "timings.json").read_text())["peak_out_bytes"] > 0
 
 
+@pytest.mark.e2e
 def test_a_full_disk_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
@@ -252,6 +261,7 @@ def test_an_overlong_line_of_a_compressed_input_is_dropped_without_being_written
     assert b"".join(p.read_bytes() for p, _, _ in exact) == data
 
 
+@pytest.mark.e2e
 def test_an_edited_rejected_part_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "o"
     run([SAMPLE / "reviews"], out, SPLIT_RECIPE, keep_work=True)

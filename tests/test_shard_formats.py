@@ -118,6 +118,7 @@ def test_the_builtin_formats_and_a_new_one_are_registry_entries() -> None:
         get_format("nope")
 
 
+@pytest.mark.e2e
 def test_pack_writes_a_registered_format_and_verify_checks_it_against_bin(out: Path) -> None:
     from dataprep.formats.verify import verify
 
@@ -144,6 +145,7 @@ def test_pack_writes_a_registered_format_and_verify_checks_it_against_bin(out: P
     assert verify(out) == []
 
 
+@pytest.mark.e2e
 def test_inspect_and_training_read_a_registered_format(out: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dataprep.formats.inspect import inspect_shard
     from dataprep.formats.readers_for_training import open_split
@@ -162,6 +164,7 @@ def test_inspect_and_training_read_a_registered_format(out: Path, capsys: pytest
         assert all(np.array_equal(a, b) for a, b in pairs)
 
 
+@pytest.mark.e2e
 def test_the_typed_manifest_writes_what_it_reads_byte_for_byte(out: Path) -> None:
     raw = (out / "manifest.json").read_text(encoding="utf-8")
     manifest = Manifest.from_json(json.loads(raw))

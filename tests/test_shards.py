@@ -40,6 +40,7 @@ def pack_stage(tok: Path, **pack) -> list:
     return [{"tokenize": {"tokenizer": str(tok)}}, {"pack": {**base, **pack}}]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "pack",
     [
@@ -91,6 +92,7 @@ def test_round_trip_in_order(setup, pack):
     assert k == len(s) == train["rows"]
 
 
+@pytest.mark.e2e
 def test_pad_truncate_keeps_prefix_and_eos(setup):
     base, texts, corpus, tok = setup
     out = base / "run-truncate"
@@ -106,6 +108,7 @@ def test_pad_truncate_keeps_prefix_and_eos(setup):
     assert "loss_mask" in manifest["shards"]["columns"]
 
 
+@pytest.mark.e2e
 def test_bestfit_keeps_fitting_documents_whole(setup):
     base, texts, corpus, tok = setup
     out = base / "run-bestfit"
@@ -133,6 +136,7 @@ def test_bestfit_keeps_fitting_documents_whole(setup):
     )
 
 
+@pytest.mark.e2e
 def test_shuffled_validation_run_and_minddataset_shards(setup):
     base, texts, corpus, tok = setup
     out = base / "run-default"
@@ -176,6 +180,7 @@ def test_shuffled_validation_run_and_minddataset_shards(setup):
     assert sorted(in_order) == sorted(expected) and in_order != expected
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("packing", ["concat", "bestfit"])
 def test_same_shards_whatever_the_worker_count(setup, packing):
     base, _, corpus, tok = setup
@@ -218,6 +223,7 @@ def test_mindrecord_bytes_do_not_depend_on_the_frozen_schema(tmp_path, monkeypat
     assert write(tmp_path / "asked") == frozen
 
 
+@pytest.mark.e2e
 def test_a_split_too_short_for_one_row_gets_no_files(setup):
     """tail: drop with fewer validation tokens than a row: the validation split is dropped whole
     (counted), the train split is written, and the run verifies."""

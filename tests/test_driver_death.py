@@ -19,6 +19,8 @@ import pytest
 
 from conftest import REPO, prepare_cmd, recipe_with, write_recipe
 
+pytestmark = pytest.mark.e2e  # every case runs and kills prepare
+
 # How long the killed driver's processes get to end. They end within milliseconds; the deadline
 # only bounds the wait on a busy machine (without the lifeline they run on for good).
 DEADLINE_S = 5.0

@@ -27,6 +27,8 @@ from dataprep.formats.verify import verify
 from dataprep.recipe import RecipeError, load_recipe, parse_recipe
 from stages.pack import split_of
 
+pytestmark = pytest.mark.e2e  # every case prepares or reads a prepared output
+
 ROOT = Path(__file__).resolve().parent.parent
 INPUTS = [str(ROOT / "sample_corpus" / "reviews"), str(ROOT / "sample_corpus" / "poetry")]
 FRACTION = 0.05

@@ -16,6 +16,8 @@ import pytest
 from conftest import jsonl_bytes, output_bytes, recipe_with, run
 from dataprep.executor.passes import RunDir
 
+pytestmark = pytest.mark.e2e  # every case runs prepare
+
 RANGED = recipe_with(split_bytes=1 << 16, min_tasks=0)
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import zstandard
 
 from conftest import SMALL_RECIPE, read_stats, run
 from dataprep.formats.verify import verify
+
+pytestmark = pytest.mark.e2e  # prepares 20,000 files
 
 FILES = 20_000
 

@@ -94,6 +94,7 @@ def outs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     return {w: (run([corpus], root / f"w{w}", _recipe(), workers=w), root / f"w{w}")[1] for w in (1, 2)}
 
 
+@pytest.mark.e2e
 def test_one_and_two_workers_write_the_same_megatron_bytes(outs: dict[int, Path]) -> None:
     names = sorted(p.name for p in (outs[1] / "shards" / "megatron").iterdir())
     assert names == [
@@ -115,6 +116,7 @@ def _sequences(out: Path, split: str) -> list[list[int]]:
     return seqs
 
 
+@pytest.mark.e2e
 def test_one_sequence_per_kept_document_in_the_packers_order(outs: dict[int, Path]) -> None:
     out = outs[1]
     manifest = json.loads((out / "manifest.json").read_text())
@@ -131,6 +133,7 @@ def test_one_sequence_per_kept_document_in_the_packers_order(outs: dict[int, Pat
     assert total == manifest["documents"]["kept"]
 
 
+@pytest.mark.e2e
 def test_documents_dropped_with_the_tail_are_not_written_and_the_rest_are_the_rows_stream(
     tmp_path: Path,
 ) -> None:
@@ -150,6 +153,7 @@ def test_documents_dropped_with_the_tail_are_not_written_and_the_rest_are_the_ro
     assert len(rows) - len(stream) < info["dropped"]["tail_tokens"] + 48 + 1
 
 
+@pytest.mark.e2e
 def test_verify_checks_the_megatron_files(outs: dict[int, Path], tmp_path: Path) -> None:
     import shutil
 
@@ -182,6 +186,7 @@ def test_verify_checks_the_megatron_files(outs: dict[int, Path], tmp_path: Path)
     assert any("unreadable" in f and "the index describes" in f for f in verify(out))
 
 
+@pytest.mark.e2e
 def test_inspect_shows_the_sequences(outs: dict[int, Path], capsys: pytest.CaptureFixture[str]) -> None:
     from dataprep.formats.inspect import inspect_shard
 
@@ -199,6 +204,7 @@ def test_inspect_shows_the_sequences(outs: dict[int, Path], capsys: pytest.Captu
     assert shown["sequences"][0]["text"].startswith("第")
 
 
+@pytest.mark.e2e
 def test_training_does_not_pick_the_megatron_files(outs: dict[int, Path]) -> None:
     from dataprep.formats.readers_for_training import ShardError, open_split
 
@@ -208,6 +214,7 @@ def test_training_does_not_pick_the_megatron_files(outs: dict[int, Path]) -> Non
         get_format("megatron").training_rows(split)
 
 
+@pytest.mark.e2e
 def test_documents_stay_whole_where_rows_truncate_them(tmp_path: Path) -> None:
     """pad, long_docs: truncate: the rows lose the documents' tails, the megatron files do not."""
     from dataprep.formats.verify import verify

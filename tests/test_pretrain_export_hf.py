@@ -21,6 +21,8 @@ from pretrain.convert_hf import convert
 from pretrain.export_hf import ExportError, export, find_source, main
 from pretrain.synthetic_data import write_dataset
 
+pytestmark = pytest.mark.e2e  # every case uses a checkpoint trained for two steps
+
 REPO = Path(__file__).resolve().parent.parent
 VOCAB = 320
 TINY = {

@@ -18,6 +18,8 @@ from dataprep.formats.readers_for_training import CheckedRows, ShardCheck, Shard
 from dataprep.formats.registry import get_format
 from dataprep.io import file_sha256
 
+pytestmark = pytest.mark.e2e  # every case prepares and trains
+
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:

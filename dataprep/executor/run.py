@@ -111,27 +111,32 @@ def run_lock(out: Path) -> Iterator[None]:
     lock = out / LOCK
     host = socket.gethostname()
     mine = {"pid": os.getpid(), "host": host, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
+    staged = out / f".lock.{os.getpid()}"  # written whole, then linked: a lock is never seen empty
+    staged.write_text(json.dumps(mine))
+    try:
+        for _ in range(2):
             try:
-                holder = json.loads(lock.read_text())
-            except (OSError, ValueError):
-                holder = {}
-            pid = holder.get("pid")
-            if holder.get("host") == host and isinstance(pid, int) and not _alive(pid):
-                _log(f"{lock}: taking over the lock of process {pid}, which no longer runs")
-                lock.unlink(missing_ok=True)
-                continue
-            raise RunError(
-                f"{lock}: another run is writing into {out} (pid {holder.get('pid')} on "
-                f"{holder.get('host')}, since {holder.get('started')}); wait for it to end, or "
-                "remove the lock if that process is gone"
-            ) from None
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(mine))
-        break
+                os.link(staged, lock)
+            except FileExistsError:
+                try:
+                    holder = json.loads(lock.read_text())
+                except (OSError, ValueError):
+                    holder = {}
+                pid = holder.get("pid")
+                if holder.get("host") == host and isinstance(pid, int) and not _alive(pid):
+                    _log(f"{lock}: taking over the lock of process {pid}, which no longer runs")
+                    lock.unlink(missing_ok=True)
+                    continue
+                raise RunError(
+                    f"{lock}: another run is writing into {out} (pid {holder.get('pid')} on "
+                    f"{holder.get('host')}, since {holder.get('started')}); wait for it to end, or "
+                    "remove the lock if that process is gone"
+                ) from None
+            break
+        else:
+            raise RunError(f"{lock}: could not take the lock of {out}; another run keeps taking it over")
+    finally:
+        staged.unlink(missing_ok=True)
     try:
         yield
     finally:

@@ -117,9 +117,8 @@ def test_a_kill_then_resume_gives_identical_outputs(
     cmd = [sys.executable, "-m", "dataprep.cli", "prepare", str(inputs), "--out", str(out)]
     cmd += ["--recipe", str(recipe), "--workers", "2", "--quiet"]
     proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
     killed = False
-    while proc.poll() is None and time.monotonic() < deadline:
+    while proc.poll() is None:  # the run's end bounds the wait, however slow a busy machine makes it
         if list(out.glob(f"work/stages/*minhash_dedup/{marker}")):
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True

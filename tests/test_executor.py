@@ -144,10 +144,8 @@ def test_sigkill_then_rerun_gives_identical_bytes(tmp_path: Path, kill_when: str
         "mid_pass2": lambda: _markers(out, 1) >= 2,
         "after_decide": lambda: (out / "work" / "pass1" / "decided.json").exists(),
     }[kill_when]
-    deadline = time.monotonic() + 120
-    while not condition():
+    while not condition():  # the run's end bounds the wait, however slow a busy machine makes it
         assert proc.poll() is None, "the run finished before it could be killed; make the corpus bigger"
-        assert time.monotonic() < deadline
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

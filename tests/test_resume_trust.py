@@ -166,9 +166,15 @@ def test_a_second_run_into_the_same_out_refuses_naming_the_holder(tmp_path: Path
     out = tmp_path / "o"
     cmd = prepare_cmd(SAMPLE, out, recipe, "--workers", "1")
     first = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 600  # bounds a hang only
-    while not (out / ".lock").exists():
-        assert first.poll() is None and time.monotonic() < deadline
+
+    def holder() -> object:
+        try:
+            return json.loads((out / ".lock").read_text()).get("pid")
+        except (OSError, ValueError):  # not there yet, or created but not written yet
+            return None
+
+    while holder() != first.pid:  # the run's end bounds the wait
+        assert first.poll() is None
         time.sleep(0.005)
     first.send_signal(signal.SIGSTOP)  # holds the lock, however long the second run takes to start
     try:

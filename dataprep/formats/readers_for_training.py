@@ -129,6 +129,11 @@ class ShardCheck:
             self._thread = threading.Thread(target=self._hash_all, name="shard-check", daemon=True)
             self._thread.start()
 
+    def wait(self) -> None:
+        """Block until the background thread has hashed every file (returns at once without one)."""
+        if self._thread is not None:
+            self._thread.join()
+
     def _hash_all(self) -> None:
         with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # Linux: this thread only

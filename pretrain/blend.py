@@ -20,12 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dataprep.formats.readers_for_training import SplitFiles
 from dataprep.formats.registry import get_format
+
+if TYPE_CHECKING:
+    from pretrain.config import DataSource
 
 
 @dataclass(frozen=True)
@@ -149,12 +152,12 @@ class BlendedRows:
         }
 
 
-def entries_from_config(data: list[dict[str, Any]]) -> list[DataEntry]:
+def entries_from_config(data: list[DataSource]) -> list[DataEntry]:
     """``data:`` of a training config as DataEntry (names: the outputs' directory names, made
     unique by their position when two are equal)."""
-    names = [Path(d["path"]).name or str(d["path"]) for d in data]
+    names = [Path(d.path).name or str(d.path) for d in data]
     out = []
     for i, (d, name) in enumerate(zip(data, names, strict=True)):
         unique = name if names.count(name) == 1 else f"{name}#{i}"
-        out.append(DataEntry(str(d["path"]), float(d["weight"]), unique))
+        out.append(DataEntry(str(d.path), float(d.weight), unique))
     return out

@@ -8,6 +8,11 @@ directory without a readable state.json, or whose train.ckpt does not match the 
 is partial or corrupt and is skipped by ``--resume auto``. Old checkpoints are pruned separately
 (:func:`prune`), after every rank has written the new one, so that a step complete on all ranks
 always survives.
+
+:class:`Checkpointer` is what the training loop uses: this rank's checkpoints, saved with a barrier
+before pruning, and resumption that all ranks agree on (the newest step complete on every rank),
+refusing a checkpoint of another run or of a global batch or tensor/pipeline split this run does
+not have.
 """
 
 from __future__ import annotations
@@ -17,12 +22,21 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pretrain.config import ConfigError, diff_keys, saved_global_batch
+
+if TYPE_CHECKING:
+    from pretrain.context import RankContext
 
 STEP_DIR = re.compile(r"^step_(\d{8})$")
 CKPT_FILE = "train.ckpt"
 STATE_FILE = "state.json"
+MAX_AGREED_STEPS = 64  # newest checkpoint steps per rank compared when ranks agree on a resume step
 
 
 class CheckpointError(RuntimeError):
@@ -135,3 +149,145 @@ def load_into(path: Path, cells: list[Any]) -> dict[str, Any]:
         if not_loaded:
             raise CheckpointError(f"{path}: parameters missing from the checkpoint: {not_loaded[:5]}")
     return state
+
+
+class Checkpointer:
+    """This rank's checkpoints under ``base`` (``base/rank_<r>/step_<N>``). Collective methods
+    (:meth:`save`, :meth:`find`, :meth:`check_resumable`) must be called by every rank."""
+
+    def __init__(self, base: Path, ctx: RankContext, log: Callable[[str], None]):
+        self.base, self.ctx, self.log = base, ctx, log
+
+    @property
+    def root(self) -> Path:
+        return rank_dir(self.base, self.ctx.rank)
+
+    def save(self, step: int, save_obj: Any, state: dict[str, Any], keep_last: int) -> Path:
+        """Write this rank's checkpoint of ``step``; once every rank has written it, prune old ones."""
+        path = save(self.root, step, save_obj, state)
+        self.ctx.collectives.all_ranks([step])  # a barrier: older ones go once every rank has this one
+        prune(self.root, keep_last)
+        self.log(f"checkpoint: step {step} -> {path}")
+        return path
+
+    def _resume_root(self, base: Path) -> Path:
+        """This rank's checkpoint directory under ``base``; a rank that has none (the data-parallel
+        size grew since) reads rank 0's: under pure data parallelism every replica holds the whole
+        state."""
+        own = rank_dir(base, self.ctx.rank)
+        if own.is_dir() or self.ctx.layout.tp * self.ctx.layout.pp > 1:
+            return own
+        return rank_dir(base, 0)
+
+    def find(self, spec: str) -> Path | None:
+        """The checkpoint to resume from: ``auto`` (the newest step complete on every rank; None
+        when there is none), a checkpoint root / rank directory (same agreement there) or one
+        step directory."""
+        if spec == "auto":
+            return self._agree(self._resume_root(self.base))
+        given = Path(spec)
+        if (given / STATE_FILE).exists():
+            return given
+        root = self._resume_root(given) if (given / "rank_0").is_dir() else given
+        found = self._agree(root)
+        if found is None:
+            raise CheckpointError(f"no valid checkpoint at {spec}")
+        return found
+
+    def _agree(self, root: Path) -> Path | None:
+        """The newest step whose checkpoint is complete (state.json + matching sha256) on every
+        rank, or None when no rank has any. Collective; logs which rank lacked which newer step.
+        Raises CheckpointError when ranks have checkpoints but no step in common."""
+        all_ranks = self.ctx.collectives.all_ranks
+        present = {step_of(p): p for p in list_checkpoints(root, validate=False)}
+        mine = sorted(present)[-MAX_AGREED_STEPS:]
+        table = all_ranks(mine + [-1] * (MAX_AGREED_STEPS - len(mine))).astype(np.int64)
+        per_rank = [sorted(int(s) for s in row if s >= 0) for row in table]
+        candidates = sorted(set.intersection(*(set(r) for r in per_rank)), reverse=True)
+        lacking: dict[int, list[int]] = {r: [] for r in range(len(per_rank))}
+        chosen = None
+        for step in candidates:
+            try:
+                read_state(present[step])
+                ok = True
+            except CheckpointError as e:
+                self.log(f"skipping checkpoint: {e}")
+                ok = False
+            oks = all_ranks([float(ok)])[:, 0]
+            if oks.all():
+                chosen = step
+                break
+            for r in np.flatnonzero(oks == 0):
+                lacking[int(r)].append(step)
+        newest_anywhere = max((s for r in per_rank for s in r), default=None)
+        if newest_anywhere is None:
+            return None
+        floor = -1 if chosen is None else chosen
+        for r, steps in enumerate(per_rank):
+            missing = [s for s in {s for row in per_rank for s in row} if s > floor and s not in steps]
+            lacking[r] = sorted(set(lacking[r]) | set(missing), reverse=True)
+        gaps = [
+            f"rank {r} lacks a complete checkpoint of step {', '.join(map(str, s))}"
+            for r, s in lacking.items()
+            if s
+        ]
+        if chosen is None:
+            have = "; ".join(f"rank {r} has steps {steps or 'none'}" for r, steps in enumerate(per_rank))
+            raise CheckpointError(
+                f"no step has a complete checkpoint on every rank under {root.parent} ({have}): restore the "
+                "missing files, resume from an explicit --resume PATH, or start a new --output"
+            )
+        if gaps:
+            self.log(f"resume: {'; '.join(gaps)}; all {self.ctx.world} ranks resume from step {chosen}")
+        return present[chosen]
+
+    def check_resumable(
+        self, spec: str, path: Path, global_batch: int, trajectory_hash: str, cfg: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """Refuse a checkpoint this run cannot continue (another global batch, tensor/pipeline split
+        or optimizer sharding, another trajectory, or ranks at different steps); return its step
+        (from the samples consumed) and its state. ``cfg``: this run's resolved config as a dict."""
+        ctx = self.ctx
+        state = read_state(path)
+        saved_cfg = state.get("config", {})
+        saved_batch = int(state.get("global_batch") or saved_global_batch(saved_cfg))
+        if saved_batch != global_batch:
+            old = saved_cfg.get("parallel", {}).get("data_parallel", "?"), saved_cfg.get("train", {})
+            raise ConfigError(
+                f"checkpoint {path} was trained with a global batch of {saved_batch} rows (data_parallel "
+                f"{old[0]} x batch_size {old[1].get('batch_size', '?')} x micro-batches), this run has "
+                f"{global_batch}: the layout may change on resume, the global batch may not (keep "
+                "data_parallel x batch_size x grad_accumulation_steps equal)"
+            )
+        world, tp, pp = state.get("layout", [ctx.world, 1, 1])
+        shard = ctx.plan.optimizer_shard
+        if (tp, pp) != (ctx.layout.tp, ctx.layout.pp) or bool(state.get("optimizer_shard")) != bool(shard):
+            raise ConfigError(
+                f"checkpoint {path} was written with tensor_parallel {tp}, pipeline_stages {pp}, "
+                f"optimizer_shard {bool(state.get('optimizer_shard'))}; this run has {ctx.layout.tp}, "
+                f"{ctx.layout.pp}, {shard}: those checkpoints are sliced per rank and "
+                "this loop does not re-slice them (mindspore.parallel.transform_checkpoints would); keep "
+                "them or start anew"
+            )
+        if state["trajectory_hash"] != trajectory_hash:
+            changes = diff_keys(saved_cfg, cfg)
+            raise ConfigError(
+                f"checkpoint {path} belongs to a different run (config or data changed): "
+                + ("; ".join(changes[:8]) or "the data files differ")
+                + ". Resume with the original config and data, or start a new output directory."
+            )
+        step, rest = divmod(int(state["samples_consumed"]), global_batch)
+        if rest or step != int(state["step"]):
+            raise CheckpointError(
+                f"{path}: samples consumed {state['samples_consumed']} do not make whole global batches of "
+                f"{global_batch} ending at step {state['step']}"
+            )
+        if world != ctx.world:
+            self.log(f"resume: world {world} -> {ctx.world} ranks, same global batch {global_batch}")
+        steps = ctx.collectives.all_ranks([step])[:, 0]
+        if len(set(steps.tolist())) > 1:
+            raise CheckpointError(
+                f"--resume {spec}: ranks would resume from different steps {steps.astype(int).tolist()}; "
+                "give a checkpoint root (all ranks agree on a step there) or --resume auto"
+            )
+        return step, state

@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         from pretrain.config import ConfigError, load_config
 
         try:
-            training_model = load_config(args.config)["model"]
+            training_model = load_config(args.config).to_dict()["model"]
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -129,7 +129,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     from pretrain.config import ConfigError, load_config
 
     try:
-        return load_config(str(path))
+        return load_config(str(path)).to_dict()
     except ConfigError as e:
         raise ExportError(str(e)) from None
 

@@ -24,7 +24,10 @@ import statistics
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pretrain.config import GradNormSpikeSection
 
 
 def flops_per_token(cfg: Any) -> float:
@@ -67,8 +70,8 @@ class SpikeDetector:
     history: deque[float] = field(default_factory=deque)
 
     @classmethod
-    def from_config(cls, c: dict[str, Any]) -> SpikeDetector:
-        return cls(c["policy"], float(c["factor"]), int(c["window"]), int(c["min_history"]), deque())
+    def from_config(cls, c: GradNormSpikeSection) -> SpikeDetector:
+        return cls(c.policy, float(c.factor), int(c.window), int(c.min_history), deque())
 
     def median(self) -> float | None:
         return statistics.median(self.history) if self.history else None

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pretrain.config import LRScheduleSection, OptimizerSection
 
 
 @dataclass(frozen=True)
@@ -25,12 +28,10 @@ class LRSchedule:
     decay_ratio: float = 0.1
 
     @classmethod
-    def from_config(cls, s: dict[str, Any], train_steps: int) -> LRSchedule:
-        total = int(s["total_steps"] or train_steps)
-        warmup = round(s["warmup_ratio"] * total) if s["warmup_ratio"] is not None else int(s["warmup_steps"])
-        return cls(
-            s["type"], float(s["learning_rate"]), float(s["min_lr"]), warmup, total, float(s["decay_ratio"])
-        )
+    def from_config(cls, s: LRScheduleSection, train_steps: int) -> LRSchedule:
+        total = int(s.total_steps or train_steps)
+        warmup = round(s.warmup_ratio * total) if s.warmup_ratio is not None else int(s.warmup_steps)
+        return cls(s.type, float(s.learning_rate), float(s.min_lr), warmup, total, float(s.decay_ratio))
 
     def at(self, update: int) -> float:
         """Learning rate for the optimizer update number ``update`` (0-based)."""
@@ -51,7 +52,7 @@ class LRSchedule:
         return lr + (lo - lr) * progress
 
 
-def build_optimizer(params: list[Any], opt_cfg: dict[str, Any], no_decay: Any) -> Any:
+def build_optimizer(params: list[Any], opt_cfg: OptimizerSection, no_decay: Any) -> Any:
     """MindSpore optimizer over ``params`` with two groups: decayed matrices and exempt parameters
     (``no_decay(name, ndim)`` true: biases, norm scales). The learning rate is a Parameter that the
     trainer sets before each update."""
@@ -60,16 +61,16 @@ def build_optimizer(params: list[Any], opt_cfg: dict[str, Any], no_decay: Any) -
     decay = [p for p in params if not no_decay(p.name, len(p.shape))]
     exempt = [p for p in params if no_decay(p.name, len(p.shape))]
     groups = [
-        {"params": decay, "weight_decay": float(opt_cfg["weight_decay"])},
+        {"params": decay, "weight_decay": float(opt_cfg.weight_decay)},
         {"params": exempt, "weight_decay": 0.0},
     ]
     groups = [g for g in groups if g["params"]]
     kwargs = {
-        "beta1": float(opt_cfg["beta1"]),
-        "beta2": float(opt_cfg["beta2"]),
-        "eps": float(opt_cfg["eps"]),
+        "beta1": float(opt_cfg.beta1),
+        "beta2": float(opt_cfg.beta2),
+        "eps": float(opt_cfg.eps),
     }
-    if opt_cfg["type"] == "lamb":
+    if opt_cfg.type == "lamb":
         import mindspore as ms
 
         if ms.get_context("device_target") == "CPU":  # nn.Lamb's fused kernel does not exist on CPU

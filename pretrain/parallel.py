@@ -33,7 +33,10 @@ Nothing here imports MindSpore at module level.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pretrain.config import ParallelSection
 
 STAND_ALONE, DATA_PARALLEL, SEMI_AUTO = "stand_alone", "data_parallel", "semi_auto_parallel"
 # MindFormers' default parallel optimizer settings (threshold in KB: smaller parameters stay whole)
@@ -52,13 +55,13 @@ class ParallelPlan:
     optimizer_shard: bool = False
 
     @classmethod
-    def from_config(cls, parallel: dict[str, Any]) -> ParallelPlan:
+    def from_config(cls, parallel: ParallelSection) -> ParallelPlan:
         return cls(
-            int(parallel["data_parallel"]),
-            int(parallel["tensor_parallel"]),
-            int(parallel["pipeline_stages"]),
-            int(parallel["micro_batch_num"]),
-            bool(parallel["optimizer_shard"]),
+            int(parallel.data_parallel),
+            int(parallel.tensor_parallel),
+            int(parallel.pipeline_stages),
+            int(parallel.micro_batch_num),
+            bool(parallel.optimizer_shard),
         )
 
     @property

@@ -97,13 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.show_layout:
-        from pretrain.trainer import layout_table
+        from pretrain.context import layout_table
 
         try:
             layout = Layout(
                 args.show_layout,
-                args.tp or cfg["parallel"]["tensor_parallel"],
-                args.pp or cfg["parallel"]["pipeline_stages"],
+                args.tp or cfg.parallel.tensor_parallel,
+                args.pp or cfg.parallel.pipeline_stages,
             )
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.overwrite and args.resume:
         print("error: --overwrite starts over, --resume continues: give one of them", file=sys.stderr)
         return 2
-    if bool(args.data) == bool(cfg["data"]):
+    if bool(args.data) == bool(cfg.data):
         print(
             "error: give the data either with --data OUT (the output directory of `dataprep prepare`) or "
             "as the config's data: [{path, weight}, ...], not both"
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if args.no_verify_shards:
-        cfg["train"]["verify_shards"] = False
+        cfg.train.verify_shards = False
     output = Path(args.output or Path("output") / Path(args.config or "default").stem)
     if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler process runs this script too
         from mindspore.communication import init
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         trainer = Trainer(cfg, args.data, output, allow_config_mismatch=allowed)
         if args.overfit_check:
             passed, first, last = trainer.overfit_check()
-            bound = cfg["overfit"]["max_loss"]
+            bound = cfg.overfit.max_loss
             verdict = "PASSED" if passed else "FAILED"
             print(f"overfit check {verdict}: loss {first:.4f} -> {last:.4f} (bound {bound})", flush=True)
             if not passed:

@@ -226,7 +226,7 @@ def test_mask_cross_document_label_on_a_packed_row() -> None:
     assert on["loss_mask"][0].tolist() == [1, 0, 1, 1, 0, 0]
     from pretrain.config import load_config
 
-    assert load_config(None)["train"]["mask_cross_document_label"] is False
+    assert load_config(None).train.mask_cross_document_label is False
 
 
 def test_features_pad_equal_to_eos_keeps_the_real_eos() -> None:
@@ -281,7 +281,69 @@ def test_config_mismatch_with_manifest_is_a_clear_error(dataset: Path) -> None:
         resolve_against_manifest(cfg, shards)
     cfg = load_config(None)
     resolve_against_manifest(cfg, shards)
-    assert (cfg["model"]["seq_length"], cfg["model"]["vocab_size"]) == (16, 64)
+    assert (cfg.model.seq_length, cfg.model.vocab_size) == (16, 64)
+
+
+def test_every_config_field_has_a_docstring_and_the_sections_are_the_yaml_keys() -> None:
+    """Each field of each section dataclass carries a docstring under it (unit, meaning, default),
+    and the nested dict the YAML is merged into is exactly the dataclasses' fields."""
+    import ast
+    import dataclasses
+    import itertools
+
+    from pretrain import config
+
+    tree = ast.parse(Path(config.__file__).read_text(encoding="utf-8"))
+    documented: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            body = node.body
+            documented[node.name] = {
+                a.target.id
+                for a, b in itertools.pairwise(body)
+                if isinstance(a, ast.AnnAssign)
+                and isinstance(a.target, ast.Name)
+                and isinstance(b, ast.Expr)
+                and isinstance(b.value, ast.Constant)
+                and isinstance(b.value.value, str)
+            }
+    sections = [config.TrainingConfig, *{cls for cls in config._SECTIONS.values()}]
+    for cls in sections:
+        names = {f.name for f in dataclasses.fields(cls)}
+        nested = {f for (owner, f) in config._SECTIONS if owner is cls and f != "data"}
+        assert names - nested <= documented[cls.__name__], (
+            cls.__name__,
+            names - nested - documented[cls.__name__],
+        )
+    assert set(config.DEFAULTS) == {f.name for f in dataclasses.fields(config.TrainingConfig)}
+    assert config.DEFAULTS["train"]["loss_scale"]["window"] == 1000
+    assert config.DEFAULTS["monitor"]["grad_norm_spike"]["policy"] == "warn"
+
+
+def test_config_round_trips_through_its_dict(tmp_path: Path) -> None:
+    """config.resolved.json is the merged YAML: values keep the YAML's types, keys their order."""
+    p = tmp_path / "c.yaml"
+    p.write_text("train:\n  grad_clip: 1\ndata:\n  - {path: a, weight: 2}\n")
+    cfg = load_config(p)
+    d = cfg.to_dict()
+    assert d["train"]["grad_clip"] == 1 and isinstance(d["train"]["grad_clip"], int)
+    assert d["data"] == [{"path": "a", "weight": 2.0}] and cfg.data[0].weight == 2.0
+    assert list(d) == [
+        "seed",
+        "data",
+        "model",
+        "train",
+        "optimizer",
+        "lr_schedule",
+        "parallel",
+        "checkpoint",
+        "eval",
+        "monitor",
+        "overfit",
+    ]
+    assert type(cfg).from_dict(json.loads(json.dumps(d))) == cfg
+    with pytest.raises(ConfigError, match=r"unknown config key 'monitor.grad_norm_spike.polcy'"):
+        load_config(None, {"monitor": {"grad_norm_spike": {"polcy": "skip"}}})
 
 
 def test_config_rejects_unknown_keys_and_bad_values(tmp_path: Path) -> None:
@@ -309,9 +371,9 @@ def test_trajectory_hash_ignores_logging_but_not_batch_or_schedule_length() -> N
 )
 def test_shipped_configs_are_valid(path: Path) -> None:
     cfg = load_config(path)
-    p = cfg["parallel"]
+    p = cfg.parallel
     Layout(
-        p["data_parallel"] * p["tensor_parallel"] * p["pipeline_stages"],
-        p["tensor_parallel"],
-        p["pipeline_stages"],
+        p.data_parallel * p.tensor_parallel * p.pipeline_stages,
+        p.tensor_parallel,
+        p.pipeline_stages,
     )

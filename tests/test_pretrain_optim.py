@@ -32,7 +32,7 @@ def test_warmup_stable_decay() -> None:
 
 def test_warmup_ratio_overrides_steps() -> None:
     cfg = load_config(None, {"lr_schedule": {"warmup_ratio": 0.1, "warmup_steps": 3}})
-    assert LRSchedule.from_config(cfg["lr_schedule"], 50).warmup_steps == 5
+    assert LRSchedule.from_config(cfg.lr_schedule, 50).warmup_steps == 5
 
 
 def test_loss_scale_halves_on_overflow_and_grows_after_a_window() -> None:
@@ -57,7 +57,7 @@ def test_weight_decay_skips_norms_and_biases() -> None:
     net = LlamaForCausalLM(
         ModelConfig(vocab_size=32, seq_length=8, hidden_size=16, num_heads=4, qkv_bias=True)
     )
-    opt = build_optimizer(net.trainable_params(), load_config(None)["optimizer"], no_decay)
+    opt = build_optimizer(net.trainable_params(), load_config(None).optimizer, no_decay)
     groups = {p.name: wd for p, wd in zip(opt.parameters, opt.weight_decay, strict=True)}
     exempt = sorted(n for n, wd in groups.items() if float(np.asarray(wd)) == 0.0)
     assert exempt == sorted(n for n in groups if n.endswith(("norm.weight", ".bias")))

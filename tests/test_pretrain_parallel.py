@@ -31,7 +31,7 @@ def tiny_net_and_optimizer() -> tuple[Any, Any]:
     net = LlamaForCausalLM(
         ModelConfig(vocab_size=32, seq_length=8, hidden_size=16, num_heads=4, num_layers=2)
     )
-    return net, build_optimizer(net.trainable_params(), load_config(None)["optimizer"], no_decay)
+    return net, build_optimizer(net.trainable_params(), load_config(None).optimizer, no_decay)
 
 
 # (layout, mode, outer cells from the outside in, reducer class or None, reducer mean, reducer degree)

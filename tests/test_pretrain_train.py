@@ -166,8 +166,8 @@ PYNATIVE = {"mode": "pynative", "data_format": "bin"}  # no graph compilation: q
 
 def step_features(tr: Trainer, step: int) -> dict[str, np.ndarray]:
     """The features of ``step``'s (0-based) only micro-batch, as the loader builds them."""
-    raw = next(tr.source.step_batches(0, step, 1, tr.global_batch, tr.cfg["train"]["batch_size"]))
-    return tr._features(raw)
+    raw = next(tr.source.step_batches(0, step, 1, tr.global_batch, tr.cfg.train.batch_size))
+    return tr.inputs.features(raw)
 
 
 def test_grad_norm_spike_policies_stop_skip_and_warn(tmp_path: Path, data: Path) -> None:

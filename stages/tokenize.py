@@ -36,13 +36,13 @@ encoded line by line instead, and the line boundaries (token offsets) are stored
 ``doc.meta["tokenize"]["cuts"]``; the pad and bestfit packings split long documents there.
 
 Hugging Face files in OUT/tokenizer: a trained tokenizer gets tokenizer_config.json and
-special_tokens_map.json (:func:`dataprep.formats.tokenizer.hf_config_files`: bos / eos / pad /
+special_tokens_map.json (:func:`dataprep.tokenizers.engines.hf_config_files`: bos / eos / pad /
 unk, ``model_max_length`` = the pack stage's seq_length, PreTrainedTokenizerFast), so that
 ``transformers.AutoTokenizer.from_pretrained(OUT/tokenizer)`` encodes as this stage does; a
 supplied tokenizer keeps the ones found beside it, copied as they are, and none is made up for
 it (their absence is logged and listed in the manifest's ``tokenizer.hf.missing``).
 
-Publishes the "tokenizer" artifact (see :func:`dataprep.formats.tokenizer.describe`).
+Publishes the "tokenizer" artifact (see :func:`dataprep.tokenizers.engines.describe`).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path, trained: b
     special_tokens_map.json, model_max_length: the pack stage's seq_length when the recipe packs);
     a supplied one has the ones copied beside it, and their absence is logged. Both are recorded
     in the entry's ``hf``."""
-    from dataprep.formats.tokenizer import (
+    from dataprep.tokenizers.engines import (
         HF_CONFIG_FILES,
         HF_TOKENIZER_CLASS,
         TokenizerError,
@@ -160,10 +160,10 @@ ENGINE_ARTIFACT = "tokenizer_engine"
 
 def check_engines(job: dict[str, Any]) -> dict[str, Any]:
     """The run's engine check (runs in any process; see
-    :meth:`dataprep.formats.tokenizer.HFTokenizer.check_engine`): job ``path`` (the tokenizer
+    :meth:`dataprep.tokenizers.engines.HFTokenizer.check_engine`): job ``path`` (the tokenizer
     file the tasks load, so this process keeps what it built for them), ``engine`` (the mode),
     ``texts``. Returns the verdict."""
-    from dataprep.formats.tokenizer import load_tokenizer
+    from dataprep.tokenizers.engines import load_tokenizer
 
     tok = load_tokenizer(job["path"])
     tok.use_engine(job["engine"])
@@ -178,7 +178,7 @@ def _take_verdict(ctx: DriverContext, verdict: dict[str, Any]) -> None:
     ctx.stats.count("engine_checked", verdict["checked"])
     mismatch = verdict.get("mismatch")
     if mismatch:
-        from dataprep.formats.tokenizer import describe_mismatch
+        from dataprep.tokenizers.engines import describe_mismatch
 
         ctx.stats.count("engine_mismatch")
         warnings.warn(
@@ -198,8 +198,8 @@ def _import_training(_: Any = None) -> None:
     """The imports of :func:`_train_from_samples` (run ahead in its process)."""
     import tokenizers  # noqa: F401
 
-    import dataprep.formats.tokenizer
-    import dataprep.formats.train_tokenizer  # noqa: F401
+    import dataprep.tokenizers.engines
+    import dataprep.tokenizers.train  # noqa: F401
 
 
 def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +209,7 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
     and "verdict" (the run's engine check on the first held-out texts, or None), or "path" and
     "refused" (why a demanded fastokens engine cannot be used).
     """
-    from dataprep.formats.train_tokenizer import (
+    from dataprep.tokenizers.train import (
         heldout_quality,
         iter_json_array,
         merge_sorted_samples,
@@ -227,7 +227,7 @@ def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
     path = train_tokenizer(texts, out, job["kind"], job["vocab_size"])
     verdict = None  # none (nothing held out): each task checks its first documents itself
     if job.get("engine", "tokenizers") != "tokenizers" and path.suffix == ".json" and heldout:
-        from dataprep.formats.tokenizer import RUN_CHECK_BYTES, TokenizerError
+        from dataprep.tokenizers.engines import RUN_CHECK_BYTES, TokenizerError
 
         check = {
             "path": str(path),
@@ -286,7 +286,7 @@ class Tokenize(GlobalStage):
     def setup(self, ctx: DriverContext) -> None:
         if self.params.tokenizer == "train":
             return
-        from dataprep.formats.tokenizer import HF_CONFIG_FILES, TokenizerError, resolve_tokenizer_file
+        from dataprep.tokenizers.engines import HF_CONFIG_FILES, TokenizerError, resolve_tokenizer_file
 
         try:
             src = resolve_tokenizer_file(self.params.tokenizer)
@@ -309,7 +309,7 @@ class Tokenize(GlobalStage):
         verdict is taken in :meth:`prepare_apply`."""
         from concurrent.futures import Future
 
-        from dataprep.formats.tokenizer import RUN_CHECK_BYTES
+        from dataprep.tokenizers.engines import RUN_CHECK_BYTES
 
         texts = ctx.input_sample(RUN_CHECK_BYTES) if ctx.input_sample is not None else []
         if not texts:  # nothing to check on: each task checks its first documents itself
@@ -325,7 +325,7 @@ class Tokenize(GlobalStage):
             self._checking.set_exception(e)
 
     def prepare_apply(self, ctx: DriverContext) -> None:
-        from dataprep.formats.tokenizer import TokenizerError
+        from dataprep.tokenizers.engines import TokenizerError
 
         if self._checking is None:
             return
@@ -344,7 +344,7 @@ class Tokenize(GlobalStage):
         self._engine_task = True
 
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
-        from dataprep.formats.train_tokenizer import TextSample
+        from dataprep.tokenizers.train import TextSample
 
         if self._sample is None:
             budget = self.params.train_sample_bytes + heldout_budget(self.params.train_sample_bytes)
@@ -408,7 +408,7 @@ class Tokenize(GlobalStage):
     def _load(self, ctx: StageContext) -> Any:
         path = ctx.artifacts["tokenizer"]["local_path"]
         if self._tokenizer is None or self._tokenizer_path != path:
-            from dataprep.formats.tokenizer import load_tokenizer
+            from dataprep.tokenizers.engines import load_tokenizer
 
             self._tokenizer = load_tokenizer(path)
             self._tokenizer_path = path
@@ -424,7 +424,7 @@ class Tokenize(GlobalStage):
         return tokens.astype(np.int32, copy=False), cuts
 
     def _roundtrip(self, tok: Any, doc: Document, ctx: StageContext) -> None:
-        from dataprep.formats.tokenizer import roundtrip_difference
+        from dataprep.tokenizers.engines import roundtrip_difference
 
         self._checked += 1
         ctx.stats.count("roundtrip_checked")

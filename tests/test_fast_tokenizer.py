@@ -20,9 +20,9 @@ import pytest
 import zstandard
 from test_shards_support import run_prepare, write_corpus
 
-from dataprep.formats.tokenizer import HFTokenizer, TokenizerError, load_tokenizer
-from dataprep.formats.train_tokenizer import train_tokenizer
 from dataprep.stage import RecipeError
+from dataprep.tokenizers.engines import HFTokenizer, TokenizerError, load_tokenizer
+from dataprep.tokenizers.train import train_tokenizer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 LLAMA3 = (
@@ -331,7 +331,7 @@ def test_check_budget_in_bytes(trained, docs):
 
 
 def test_check_budget_then_fastokens_alone(trained, docs, monkeypatch):
-    import dataprep.formats.tokenizer as module
+    import dataprep.tokenizers.engines as module
 
     monkeypatch.setattr(module, "CHECK_DOCS", 5)
     tok = HFTokenizer(trained)

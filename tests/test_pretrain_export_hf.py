@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from dataprep.formats.tokenizer import load_tokenizer, write_hf_config
-from dataprep.formats.train_tokenizer import train_tokenizer
+from dataprep.tokenizers.engines import load_tokenizer, write_hf_config
+from dataprep.tokenizers.train import train_tokenizer
 from pretrain.convert_hf import convert
 from pretrain.export_hf import ExportError, export, find_source, main
 from pretrain.synthetic_data import write_dataset

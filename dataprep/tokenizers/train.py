@@ -136,7 +136,7 @@ def split_heldout(items: list[tuple[int, str]], train_bytes: int) -> tuple[list[
 def heldout_quality(tokenizer_path: str | Path, texts: list[str]) -> dict[str, Any]:
     """Tokens per character and UTF-8 bytes per token of a tokenizer on held-out ``texts``
     (ints for stats counters, floats rounded for training.json)."""
-    from dataprep.formats.tokenizer import load_tokenizer
+    from dataprep.tokenizers.engines import load_tokenizer
 
     tok = load_tokenizer(tokenizer_path)
     tokens = sum(len(ids) for ids in tok.encode_batch(texts)) if texts else 0

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from dataprep.formats.train_tokenizer import TextSample, train_tokenizer, write_training_info
+from dataprep.tokenizers.train import TextSample, train_tokenizer, write_training_info
 
 
 def _run_documents(out: Path) -> Iterator[str]:

@@ -1,0 +1,1 @@
+"""Tokenizers: loading, encoding engines, training (see the modules)."""

@@ -21,7 +21,9 @@ import zstandard
 from test_shards_support import run_prepare, write_corpus
 
 from dataprep.stage import RecipeError
-from dataprep.tokenizers.engines import HFTokenizer, TokenizerError, load_tokenizer
+from dataprep.tokenizers.base import TokenizerError
+from dataprep.tokenizers.engines import HFTokenizer
+from dataprep.tokenizers.load import load_tokenizer
 from dataprep.tokenizers.train import train_tokenizer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
@@ -432,7 +434,7 @@ def test_stage_engines_write_identical_shards(tmp_path, trained, docs):
 
 @pytest.mark.e2e
 def test_stage_checks_once_per_run_on_the_input_sample(tmp_path, trained, docs, monkeypatch):
-    import stages.tokenize as module
+    import dataprep.tokenizers.load as module
 
     corpus = write_corpus(tmp_path / "c", docs[1:1200:3], files=4)
     calls = []

@@ -26,7 +26,7 @@ from dataprep.formats.readers_for_training import open_split
 from dataprep.formats.rows import RowBatch
 from dataprep.formats.verify import verify
 from dataprep.recipe import load_recipe
-from dataprep.tokenizers.engines import load_tokenizer
+from dataprep.tokenizers.load import load_tokenizer
 from stages.pack import split_of
 
 pytestmark = pytest.mark.e2e

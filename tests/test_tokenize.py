@@ -11,8 +11,9 @@ from test_shards_support import corpus_texts, run_prepare, small_tokenizer, writ
 
 from dataprep.cli import main
 from dataprep.stage import RecipeError
-from dataprep.tokenizers.engines import TokenizerError, describe, load_tokenizer
-from dataprep.tokenizers.train import (
+from dataprep.tokenizers.base import TokenizerError
+from dataprep.tokenizers.load import describe, load_tokenizer
+from dataprep.tokenizers.sample import (
     TextSample,
     iter_json_array,
     merge_sorted_samples,

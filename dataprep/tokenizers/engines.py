@@ -1,233 +1,25 @@
-"""Tokenizers loaded offline: a Hugging Face ``tokenizer.json`` or a SentencePiece ``.model``.
-
-:func:`load_tokenizer` accepts either file, or a directory holding one of them. Nothing is ever
-downloaded. Special tokens are found in this order: explicit names given by the caller, a
-``tokenizer_config.json`` next to a tokenizer.json (Hugging Face's eos_token / bos_token /
-pad_token / unk_token), the SentencePiece model's own ids, then well-known names.
-
-Encoding contract (:meth:`TextTokenizer.encode_batch`): no special tokens are added (no BOS, no
-EOS: packing appends the EOS), and special-token strings that occur inside the text (e.g. a
-literal ``</s>``) are encoded as ordinary text, so an EOS id in the output can only come from
-packing. Ids are returned as int32 arrays.
-
-``size`` is the tokenizer's id range (largest id + 1), which the model's vocab_size must cover.
-"""
+"""The engines that encode a loaded tokenizer: :class:`HFTokenizer` for a Hugging Face
+tokenizer.json (fastokens, checked against the tokenizers library, the reference) and
+:class:`SentencePieceTokenizer` for a SentencePiece ``.model``. Load them with
+:func:`dataprep.tokenizers.load.load_tokenizer`."""
 
 from __future__ import annotations
 
-import json
-import os
 import warnings
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dataprep.io import file_sha256
-
-EOS_CANDIDATES = (
-    "</s>",
-    "<|endoftext|>",
-    "<eos>",
-    "<|end_of_text|>",
-    "<｜end▁of▁sentence｜>",
-    "<|im_end|>",
-    "[SEP]",
+from dataprep.tokenizers.base import ENGINES, TextTokenizer, TokenizerError
+from dataprep.tokenizers.check import (
+    CHECK_BYTES,
+    CHECK_DOCS,
+    describe_mismatch,
+    first_mismatch,
+    ids_difference,
 )
-BOS_CANDIDATES = ("<s>", "<|begin_of_text|>", "<｜begin▁of▁sentence｜>", "<bos>", "[CLS]")
-PAD_CANDIDATES = ("<pad>", "<|pad|>", "<｜▁pad▁｜>", "[PAD]", "<|finetune_right_pad_id|>")
-UNK_CANDIDATES = ("<unk>", "[UNK]", "<|unk|>")
-HF_FILE = "tokenizer.json"
-SPM_FILE = "tokenizer.model"
-ENGINES = ("auto", "tokenizers", "fastokens")
-CHECK_DOCS = 512  # texts encoded by both engines after loading / use_engine (no run verdict)
-CHECK_BYTES = 1 << 20  # ... or fewer, once this many UTF-8 bytes were checked
-RUN_CHECK_BYTES = 256 << 10  # UTF-8 bytes of a run's sample checked once (check_engine)
-
-
-def describe_mismatch(mismatch: dict[str, Any], where: str = "a text") -> str:
-    """A mismatch recorded by :meth:`HFTokenizer.check_engine` / the per-task check, in words."""
-    m = mismatch
-    return (
-        f"fastokens and tokenizers give different ids at character {m['position']} of {where} "
-        f"({m['text']!r}: {m['fastokens']} vs {m['tokenizers']})"
-    )
-
-
-class TokenizerError(ValueError):
-    """The tokenizer cannot be used as asked; the message says what to change."""
-
-
-def resolve_tokenizer_file(path: str | Path) -> Path:
-    """The tokenizer file for ``path``: the file itself, or tokenizer.json / tokenizer.model /
-    the only *.model inside a directory."""
-    p = Path(path)
-    if p.is_file():
-        return _looks_like_tokenizer(p)
-    if p.is_dir():
-        for name in (HF_FILE, SPM_FILE):
-            if (p / name).is_file():
-                return _looks_like_tokenizer(p / name)
-        models = sorted(p.glob("*.model"))
-        if len(models) == 1:
-            return _looks_like_tokenizer(models[0])
-        raise TokenizerError(f"{p} holds no {HF_FILE} or SentencePiece .model file")
-    if p.exists():
-        raise TokenizerError(f"tokenizer {p} is not a regular file (give a tokenizer.json or a .model file)")
-    raise TokenizerError(f"tokenizer {p} does not exist (give a tokenizer.json, a .model file or 'train')")
-
-
-def _looks_like_tokenizer(p: Path) -> Path:
-    """``p`` when its first bytes are those of a tokenizer.json (a JSON object) or of a
-    SentencePiece model (a protobuf whose first field is a piece, byte 0x0A); checked before
-    the file is loaded or copied anywhere, so a large wrong file is refused at once."""
-    with open(p, "rb") as f:
-        head = f.read(4096)
-    if head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] == b"{" or (p.suffix == ".model" and head[:1] == b"\n"):
-        return p
-    raise TokenizerError(f"{p} is not a tokenizer (neither a tokenizer.json nor a SentencePiece .model)")
-
-
-def _config_token(value: Any) -> str | None:
-    if isinstance(value, dict):
-        return value.get("content")
-    return value if isinstance(value, str) and value else None
-
-
-@dataclass
-class SpecialTokens:
-    """Token strings and ids of the special tokens (None when the tokenizer has none)."""
-
-    eos_token: str
-    eos_id: int
-    bos_token: str | None = None
-    bos_id: int | None = None
-    pad_token: str | None = None
-    pad_id: int | None = None
-    unk_token: str | None = None
-    unk_id: int | None = None
-
-
-def default_threads() -> int:
-    """Encoding threads: 1 when TOKENIZERS_PARALLELISM is false, else RAYON_NUM_THREADS, else
-    the CPUs this process may use."""
-    if os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower() in ("0", "false", "f", "off", "no", "n"):
-        return 1
-    n = os.environ.get("RAYON_NUM_THREADS", "").strip()
-    if n.isdigit() and int(n) > 0:
-        return int(n)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-class TextTokenizer:
-    """A loaded tokenizer: batch encoding to int32 arrays, decoding, special ids, checksum.
-
-    kind: "hf" (tokenizers library) or "sentencepiece". path: the tokenizer file. engine: what
-    encodes now ("tokenizers", "fastokens" or "sentencepiece"). threads: encoding threads (None:
-    :func:`default_threads`).
-    """
-
-    kind = ""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.sha256 = file_sha256(path)
-        self.threads: int | None = None
-        self._counts: Counter[str] = Counter()
-
-    @property
-    def engine(self) -> str:
-        raise NotImplementedError
-
-    def use_engine(
-        self, mode: str = "auto", check_bytes: int = CHECK_BYTES, verdict: dict[str, Any] | None = None
-    ) -> None:
-        """Choose the engine ("auto", "tokenizers": the reference one, "fastokens") and restart the
-        identity check (the next CHECK_DOCS texts, at most ``check_bytes`` UTF-8 bytes), or, given
-        the ``verdict`` of a check made once for the whole run (:meth:`HFTokenizer.check_engine`),
-        take its engine without checking again; TokenizerError when the mode is unknown or
-        impossible for this file."""
-        if mode not in ENGINES:
-            raise TokenizerError(f"unknown tokenizer engine {mode!r}; choose one of {', '.join(ENGINES)}")
-        if mode == "fastokens":
-            raise TokenizerError(f"{self.path}: the fastokens engine needs a Hugging Face tokenizer.json")
-
-    def take_counts(self) -> dict[str, int]:
-        """Counters since the last call: ``engine_<name>`` texts encoded by each engine,
-        ``engine_checked`` texts encoded by both and compared, ``engine_mismatch`` differences."""
-        out = dict(self._counts)
-        self._counts.clear()
-        return out
-
-    def _threads(self) -> int:
-        return self.threads or default_threads()
-
-    @property
-    def size(self) -> int:
-        """Largest token id + 1."""
-        raise NotImplementedError
-
-    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        raise NotImplementedError
-
-    def decode(self, ids: Any) -> str:
-        raise NotImplementedError
-
-    def token_to_id(self, token: str) -> int | None:
-        raise NotImplementedError
-
-    def id_to_token(self, token_id: int) -> str | None:
-        raise NotImplementedError
-
-    def _configured(self) -> dict[str, str]:
-        return {}
-
-    def _native_specials(self) -> dict[str, int]:
-        return {}
-
-    def special_tokens(self, eos_token: str = "", pad_token: str = "", bos_token: str = "") -> SpecialTokens:
-        """Resolve special tokens; TokenizerError when there is no EOS (or a named token is unknown)."""
-        configured = self._configured()
-        native = self._native_specials()
-        found: dict[str, tuple[str | None, int | None]] = {}
-        for role, explicit, candidates in (
-            ("eos", eos_token, EOS_CANDIDATES),
-            ("bos", bos_token, BOS_CANDIDATES),
-            ("pad", pad_token, PAD_CANDIDATES),
-            ("unk", "", UNK_CANDIDATES),
-        ):
-            if explicit:
-                tid = self.token_to_id(explicit)
-                if tid is None:
-                    raise TokenizerError(
-                        f"{self.path}: the {role} token {explicit!r} is not in the vocabulary"
-                    )
-                found[role] = (explicit, tid)
-                continue
-            names = [configured[role]] if role in configured else []
-            names += list(candidates)
-            hit = next(((n, self.token_to_id(n)) for n in names if self.token_to_id(n) is not None), None)
-            if hit is None and role in native:
-                hit = (self.id_to_token(native[role]), native[role])
-            found[role] = hit if hit is not None else (None, None)
-        eos_name, eos_id = found["eos"]
-        if eos_id is None or eos_name is None:
-            raise TokenizerError(
-                f"tokenizer {self.path} has no EOS token (looked for {', '.join(EOS_CANDIDATES)}); "
-                "name it with tokenize.eos_token"
-            )
-        return SpecialTokens(
-            eos_token=eos_name,
-            eos_id=eos_id,
-            bos_token=found["bos"][0],
-            bos_id=found["bos"][1],
-            pad_token=found["pad"][0],
-            pad_id=found["pad"][1],
-            unk_token=found["unk"][0],
-            unk_id=found["unk"][1],
-        )
+from dataprep.tokenizers.hf_files import configured_specials
 
 
 class HFTokenizer(TextTokenizer):
@@ -318,7 +110,7 @@ class HFTokenizer(TextTokenizer):
             return verdict
         verdict["checked"] = len(texts)
         fast, reference = self._fast(texts), self._reference(texts)
-        bad = next((i for i in range(len(texts)) if not np.array_equal(fast[i], reference[i])), None)
+        bad = first_mismatch(fast, reference)
         if bad is not None:
             self.mismatch = verdict["mismatch"] = self._difference(texts[bad], fast[bad], reference[bad])
             if self.mode == "fastokens":
@@ -386,7 +178,7 @@ class HFTokenizer(TextTokenizer):
         if n:
             reference = self._reference(texts[:n])
             self._counts["engine_checked"] += n
-            bad = next((i for i in range(n) if not np.array_equal(ids[i], reference[i])), None)
+            bad = first_mismatch(ids[:n], reference)
             if bad is not None:
                 self._counts["engine_mismatch"] += 1
                 self._switch_off(texts[bad], ids[bad], reference[bad])
@@ -396,21 +188,8 @@ class HFTokenizer(TextTokenizer):
         return ids
 
     def _difference(self, text: str, fast: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
-        """Where fastokens' ids for ``text`` part from tokenizers': character position, an
-        excerpt around it and the next ids of each."""
-        k = 0
-        while k < min(len(fast), len(reference)) and fast[k] == reference[k]:
-            k += 1
-        same = self._tok.decode([int(i) for i in reference[:k]], skip_special_tokens=False)
-        position = 0
-        while position < min(len(text), len(same)) and text[position] == same[position]:
-            position += 1
-        return {
-            "position": position,
-            "text": text[max(0, position - 20) : position + 20],
-            "fastokens": [int(i) for i in fast[k : k + 5]],
-            "tokenizers": [int(i) for i in reference[k : k + 5]],
-        }
+        """Where fastokens' ids for ``text`` part from tokenizers' (:func:`ids_difference`)."""
+        return ids_difference(text, fast, reference, self._decode_reference)
 
     def mismatch_message(self) -> str:
         """The recorded mismatch in words (empty when there is none)."""
@@ -442,19 +221,7 @@ class HFTokenizer(TextTokenizer):
         return self._tok.id_to_token(int(token_id))
 
     def _configured(self) -> dict[str, str]:
-        cfg = self.path.parent / "tokenizer_config.json"
-        if not cfg.is_file():
-            return {}
-        try:
-            data = json.loads(cfg.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        out = {}
-        for role in ("eos", "bos", "pad", "unk"):
-            name = _config_token(data.get(f"{role}_token"))
-            if name:
-                out[role] = name
-        return out
+        return configured_specials(self.path.parent)
 
 
 class SentencePieceTokenizer(TextTokenizer):
@@ -507,125 +274,3 @@ class SentencePieceTokenizer(TextTokenizer):
             "unk": self._sp.unk_id(),
         }
         return {k: int(v) for k, v in ids.items() if v >= 0}
-
-
-_CACHE: dict[tuple[str, int, int], TextTokenizer] = {}
-
-
-def load_tokenizer(path: str | Path) -> TextTokenizer:
-    """Load a tokenizer.json or SentencePiece .model (or a directory holding one), offline.
-
-    Loaded tokenizers are cached per process (keyed by resolved path, size and mtime): loading a
-    large vocabulary takes a noticeable fraction of a second.
-    """
-    f = resolve_tokenizer_file(path)
-    st = f.stat()
-    key = (str(f.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _CACHE:
-        _CACHE[key] = _load(f)
-    return _CACHE[key]
-
-
-def _load(f: Path) -> TextTokenizer:
-    if f.suffix == ".json":
-        return HFTokenizer(f)
-    if f.suffix == ".model":
-        return SentencePieceTokenizer(f)
-    with open(f, "rb") as fh:
-        head = fh.read(1).lstrip()
-    return HFTokenizer(f) if head in (b"{", b"") else SentencePieceTokenizer(f)
-
-
-def describe(
-    tok: TextTokenizer, specials: SpecialTokens, file: str, model_vocab_size: int = 0
-) -> dict[str, Any]:
-    """The manifest's "tokenizer" entry (and the "tokenizer" artifact).
-
-    vocab_size: the model's embedding rows, >= ``size``; TokenizerError if a smaller value is asked.
-    """
-    vocab_size = model_vocab_size or tok.size
-    if vocab_size < tok.size:
-        raise TokenizerError(
-            f"model vocab_size {vocab_size} is smaller than the tokenizer's {tok.size} ids: the embedding "
-            f"would be indexed out of range; use at least {tok.size}"
-        )
-    return {
-        "file": file,
-        "kind": tok.kind,
-        "sha256": tok.sha256,
-        "size": tok.size,
-        "vocab_size": vocab_size,
-        "eos_token": specials.eos_token,
-        "eos_id": specials.eos_id,
-        "bos_token": specials.bos_token,
-        "bos_id": specials.bos_id,
-        "pad_token": specials.pad_token,
-        "pad_id": specials.pad_id,
-        "unk_token": specials.unk_token,
-        "unk_id": specials.unk_id,
-    }
-
-
-HF_CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
-HF_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
-
-
-def hf_config_files(specials: SpecialTokens, model_max_length: int | None) -> dict[str, dict[str, Any]]:
-    """What a trained tokenizer's directory needs for ``transformers.AutoTokenizer``: the contents
-    of tokenizer_config.json and special_tokens_map.json (file name -> JSON object).
-
-    The class is PreTrainedTokenizerFast for both files: transformers (5.x) reads a tokenizer.json
-    as it is and builds the same tokenizer from a SentencePiece tokenizer.model, BPE or unigram
-    (LlamaTokenizer would turn a unigram model into a BPE one). Nothing is added around the ids
-    (no BOS / EOS: packing appends the EOS), special-token strings inside a text are encoded as
-    text (``split_special_tokens``), decoding keeps the text's spaces. ``model_max_length``: the
-    packed rows' seq_length (None: left out, transformers then sets no limit)."""
-    roles = {
-        f"{role}_token": name
-        for role, name in (
-            ("bos", specials.bos_token),
-            ("eos", specials.eos_token),
-            ("pad", specials.pad_token),
-            ("unk", specials.unk_token),
-        )
-        if name is not None
-    }
-    config: dict[str, Any] = {
-        "tokenizer_class": HF_TOKENIZER_CLASS,
-        **roles,
-        "add_bos_token": False,
-        "add_eos_token": False,
-        "split_special_tokens": True,
-        "clean_up_tokenization_spaces": False,
-    }
-    if model_max_length is not None:
-        config["model_max_length"] = int(model_max_length)
-    return {HF_CONFIG_FILES[0]: config, HF_CONFIG_FILES[1]: roles}
-
-
-def write_hf_config(directory: Path, specials: SpecialTokens, model_max_length: int | None) -> list[str]:
-    """Write :func:`hf_config_files` into ``directory``; returns the names written."""
-    files = hf_config_files(specials, model_max_length)
-    for name, content in files.items():
-        (directory / name).write_text(
-            json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
-    return list(files)
-
-
-def roundtrip_difference(original: str, decoded: str, context: int = 20) -> dict[str, Any] | None:
-    """None when equal, else where the texts first differ and a short excerpt of each."""
-    if original == decoded:
-        return None
-    i = 0
-    n = min(len(original), len(decoded))
-    while i < n and original[i] == decoded[i]:
-        i += 1
-    lo = max(0, i - context)
-    return {
-        "position": i,
-        "original": original[lo : i + context],
-        "decoded": decoded[lo : i + context],
-        "original_chars": len(original),
-        "decoded_chars": len(decoded),
-    }

@@ -96,9 +96,9 @@ class TextTokenizer:
     ) -> None:
         """Choose the engine ("auto", "tokenizers": the reference one, "fastokens") and restart the
         identity check (the next CHECK_DOCS texts, at most ``check_bytes`` UTF-8 bytes), or, given
-        the ``verdict`` of a check made once for the whole run (:meth:`HFTokenizer.check_engine`),
-        take its engine without checking again; TokenizerError when the mode is unknown or
-        impossible for this file."""
+        the ``verdict`` of a check made once for the whole run
+        (:meth:`dataprep.tokenizers.engines.HFTokenizer.check_engine`), take its engine without
+        checking again; TokenizerError when the mode is unknown or impossible for this file."""
         if mode not in ENGINES:
             raise TokenizerError(f"unknown tokenizer engine {mode!r}; choose one of {', '.join(ENGINES)}")
         if mode == "fastokens":

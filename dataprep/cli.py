@@ -149,7 +149,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_tokenizer(args: argparse.Namespace) -> int:
-    from dataprep.formats.train_corpus import train_tokenizer_command
+    from dataprep.tokenizers.corpus import train_tokenizer_command
 
     try:
         return train_tokenizer_command(

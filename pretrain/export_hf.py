@@ -241,7 +241,8 @@ def read_checkpoint(path: Path, cfg: ModelConfig) -> dict[str, np.ndarray]:
 
 def _tokenizer_specials(tok_dir: Path) -> tuple[int, dict[str, int | None]]:
     """(the tokenizer's id range, its bos / eos / pad ids) as dataprep resolves them."""
-    from dataprep.formats.tokenizer import TokenizerError, load_tokenizer
+    from dataprep.tokenizers.base import TokenizerError
+    from dataprep.tokenizers.load import load_tokenizer
 
     try:
         tok = load_tokenizer(tok_dir)

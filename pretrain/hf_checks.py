@@ -183,7 +183,8 @@ def check_config(hf: dict[str, Any], model: dict[str, Any], allow: set[str], whe
 # ---------------------------------------------------------------- tokenizer
 def _vocabulary(path: Path) -> list[str | None]:
     """Token string of every id of a tokenizer file (None where an id has none)."""
-    from dataprep.formats.tokenizer import TokenizerError, load_tokenizer
+    from dataprep.tokenizers.base import TokenizerError
+    from dataprep.tokenizers.load import load_tokenizer
 
     try:
         tok = load_tokenizer(path)

@@ -207,7 +207,7 @@ def write_card(
 
 
 def _texts(paths: list[str]) -> list[str]:
-    from dataprep.formats.train_corpus import iter_texts
+    from dataprep.tokenizers.corpus import iter_texts
 
     return [t for t in iter_texts(paths) if t.strip()]
 

@@ -966,7 +966,7 @@ class Pack(GlobalStage):
     ) -> list[tuple[Document, int, int]]:
         """(document with its text decoded from its tokens, its characters when it reached this
         stage, its tokens) of the last ``count`` documents of ``split``'s stream, in stream order."""
-        from dataprep.formats.tokenizer import load_tokenizer
+        from dataprep.tokenizers.load import load_tokenizer
 
         tasks = [
             (t, m.get("token_dtype", "<i4"))

@@ -36,13 +36,16 @@ encoded line by line instead, and the line boundaries (token offsets) are stored
 ``doc.meta["tokenize"]["cuts"]``; the pad and bestfit packings split long documents there.
 
 Hugging Face files in OUT/tokenizer: a trained tokenizer gets tokenizer_config.json and
-special_tokens_map.json (:func:`dataprep.formats.tokenizer.hf_config_files`: bos / eos / pad /
+special_tokens_map.json (:func:`dataprep.tokenizers.hf_files.hf_config_files`: bos / eos / pad /
 unk, ``model_max_length`` = the pack stage's seq_length, PreTrainedTokenizerFast), so that
 ``transformers.AutoTokenizer.from_pretrained(OUT/tokenizer)`` encodes as this stage does; a
 supplied tokenizer keeps the ones found beside it, copied as they are, and none is made up for
 it (their absence is logged and listed in the manifest's ``tokenizer.hf.missing``).
 
-Publishes the "tokenizer" artifact (see :func:`dataprep.formats.tokenizer.describe`).
+Loading, the engines, the checks, training and the Hugging Face files are in
+:mod:`dataprep.tokenizers`; this module holds the stage.
+
+Publishes the "tokenizer" artifact (see :func:`dataprep.tokenizers.load.describe`).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dataprep.document import Document, Drop, texts_within_bytes
+from dataprep.document import Document, Drop
 from dataprep.stage import (
     DriverContext,
     GlobalStage,
@@ -119,14 +122,14 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path, trained: b
     special_tokens_map.json, model_max_length: the pack stage's seq_length when the recipe packs);
     a supplied one has the ones copied beside it, and their absence is logged. Both are recorded
     in the entry's ``hf``."""
-    from dataprep.formats.tokenizer import (
+    from dataprep.tokenizers.base import TokenizerError
+    from dataprep.tokenizers.hf_files import (
         HF_CONFIG_FILES,
         HF_TOKENIZER_CLASS,
-        TokenizerError,
-        describe,
-        load_tokenizer,
+        found_hf_config,
         write_hf_config,
     )
+    from dataprep.tokenizers.load import describe, load_tokenizer
 
     try:
         tok = load_tokenizer(local)
@@ -141,9 +144,8 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path, trained: b
         files = write_hf_config(local.parent, specials, max_length)
         info["hf"] = {"files": files, "tokenizer_class": HF_TOKENIZER_CLASS, "model_max_length": max_length}
     else:
-        present = [n for n in HF_CONFIG_FILES if (local.parent / n).is_file()]
-        info["hf"] = {"files": present, "missing": [n for n in HF_CONFIG_FILES if n not in present]}
-        if not present:
+        info["hf"] = found_hf_config(local.parent)
+        if not info["hf"]["files"]:
             print(
                 f"tokenize: note: {params.tokenizer} has no {' or '.join(HF_CONFIG_FILES)} beside it: "
                 "transformers' AutoTokenizer will load OUT/tokenizer without eos/bos/pad/unk tokens",
@@ -158,18 +160,6 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path, trained: b
 ENGINE_ARTIFACT = "tokenizer_engine"
 
 
-def check_engines(job: dict[str, Any]) -> dict[str, Any]:
-    """The run's engine check (runs in any process; see
-    :meth:`dataprep.formats.tokenizer.HFTokenizer.check_engine`): job ``path`` (the tokenizer
-    file the tasks load, so this process keeps what it built for them), ``engine`` (the mode),
-    ``texts``. Returns the verdict."""
-    from dataprep.formats.tokenizer import load_tokenizer
-
-    tok = load_tokenizer(job["path"])
-    tok.use_engine(job["engine"])
-    return tok.check_engine(job["texts"])
-
-
 def _take_verdict(ctx: DriverContext, verdict: dict[str, Any]) -> None:
     """Publish the run's engine verdict for the tasks, count it, warn about a mismatch."""
     import warnings
@@ -178,7 +168,7 @@ def _take_verdict(ctx: DriverContext, verdict: dict[str, Any]) -> None:
     ctx.stats.count("engine_checked", verdict["checked"])
     mismatch = verdict.get("mismatch")
     if mismatch:
-        from dataprep.formats.tokenizer import describe_mismatch
+        from dataprep.tokenizers.check import describe_mismatch
 
         ctx.stats.count("engine_mismatch")
         warnings.warn(
@@ -186,67 +176,6 @@ def _take_verdict(ctx: DriverContext, verdict: dict[str, Any]) -> None:
             RuntimeWarning,
             stacklevel=2,
         )
-
-
-def heldout_budget(train_bytes: int) -> int:
-    """UTF-8 bytes of text held out from training to measure the tokenizer: a quarter of the
-    training sample, between 256 KiB and 1 MiB."""
-    return min(max(train_bytes // 4, 1 << 18), 1 << 20)
-
-
-def _import_training(_: Any = None) -> None:
-    """The imports of :func:`_train_from_samples` (run ahead in its process)."""
-    import tokenizers  # noqa: F401
-
-    import dataprep.formats.tokenizer
-    import dataprep.formats.train_tokenizer  # noqa: F401
-
-
-def _train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
-    """Merge the tasks' samples, train on the smallest hashes, measure on the next ones, save.
-
-    Returns training.json's content plus "path" (the tokenizer file; "" when there is no text)
-    and "verdict" (the run's engine check on the first held-out texts, or None), or "path" and
-    "refused" (why a demanded fastokens engine cannot be used).
-    """
-    from dataprep.formats.train_tokenizer import (
-        heldout_quality,
-        iter_json_array,
-        merge_sorted_samples,
-        split_heldout,
-        train_tokenizer,
-        write_training_info,
-    )
-
-    parts = [iter_json_array(Path(path).read_text(encoding="utf-8")) for path in job["samples"]]
-    items = merge_sorted_samples(parts, job["budget"] + heldout_budget(job["budget"]))
-    texts, heldout = split_heldout(items, job["budget"])
-    if not texts:
-        return {"path": ""}
-    out = Path(job["out"])
-    path = train_tokenizer(texts, out, job["kind"], job["vocab_size"])
-    verdict = None  # none (nothing held out): each task checks its first documents itself
-    if job.get("engine", "tokenizers") != "tokenizers" and path.suffix == ".json" and heldout:
-        from dataprep.formats.tokenizer import RUN_CHECK_BYTES, TokenizerError
-
-        check = {
-            "path": str(path),
-            "engine": job["engine"],
-            "texts": texts_within_bytes(heldout, RUN_CHECK_BYTES),
-        }
-        try:  # first, so that measuring on the held-out texts below encodes on the verdict
-            verdict = check_engines(check)
-        except TokenizerError as e:
-            return {"path": str(path), "refused": str(e)}
-    info = {
-        "kind": job["kind"],
-        "vocab_size": job["vocab_size"],
-        "sample_docs": len(texts),
-        "sample_bytes": sum(len(t.encode("utf-8")) for t in texts),
-        **heldout_quality(path, heldout),
-    }
-    write_training_info(out, info)
-    return {**info, "path": str(path), "verdict": verdict}
 
 
 def _holding(arrays: list[np.ndarray], value: int) -> set[int]:
@@ -286,7 +215,9 @@ class Tokenize(GlobalStage):
     def setup(self, ctx: DriverContext) -> None:
         if self.params.tokenizer == "train":
             return
-        from dataprep.formats.tokenizer import HF_CONFIG_FILES, TokenizerError, resolve_tokenizer_file
+        from dataprep.tokenizers.base import TokenizerError
+        from dataprep.tokenizers.hf_files import copy_hf_config
+        from dataprep.tokenizers.load import resolve_tokenizer_file
 
         try:
             src = resolve_tokenizer_file(self.params.tokenizer)
@@ -295,9 +226,7 @@ class Tokenize(GlobalStage):
         dst = ctx.output_dir / TOKENIZER_DIR / ("tokenizer.json" if src.suffix == ".json" else src.name)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
-        for name in HF_CONFIG_FILES:  # the supplied tokenizer's own Hugging Face files, as they are
-            if (src.parent / name).is_file():
-                shutil.copyfile(src.parent / name, dst.parent / name)
+        copy_hf_config(src.parent, dst.parent)  # the supplied tokenizer's own Hugging Face files
         info = _publish(ctx, self.params, dst, trained=False)
         if info["kind"] == "hf" and self.params.engine != "tokenizers":
             self._start_check(ctx, dst)
@@ -309,7 +238,8 @@ class Tokenize(GlobalStage):
         verdict is taken in :meth:`prepare_apply`."""
         from concurrent.futures import Future
 
-        from dataprep.formats.tokenizer import RUN_CHECK_BYTES
+        from dataprep.tokenizers.check import RUN_CHECK_BYTES
+        from dataprep.tokenizers.load import check_engines
 
         texts = ctx.input_sample(RUN_CHECK_BYTES) if ctx.input_sample is not None else []
         if not texts:  # nothing to check on: each task checks its first documents itself
@@ -325,7 +255,7 @@ class Tokenize(GlobalStage):
             self._checking.set_exception(e)
 
     def prepare_apply(self, ctx: DriverContext) -> None:
-        from dataprep.formats.tokenizer import TokenizerError
+        from dataprep.tokenizers.base import TokenizerError
 
         if self._checking is None:
             return
@@ -344,7 +274,7 @@ class Tokenize(GlobalStage):
         self._engine_task = True
 
     def compute(self, batch: list[Document], ctx: StageContext) -> None:
-        from dataprep.formats.train_tokenizer import TextSample
+        from dataprep.tokenizers.sample import TextSample, heldout_budget
 
         if self._sample is None:
             budget = self.params.train_sample_bytes + heldout_budget(self.params.train_sample_bytes)
@@ -361,7 +291,9 @@ class Tokenize(GlobalStage):
 
     def prepare_decide(self, ctx: DriverContext) -> None:
         if self.params.tokenizer == "train" and self._trainer is None:
-            self._trainer = IsolatedProcess(_import_training)
+            from dataprep.tokenizers.train import import_training
+
+            self._trainer = IsolatedProcess(import_training)
 
     def decide(self, ctx: DriverContext) -> dict[str, Any]:
         if ctx.docs_in == 0:
@@ -380,7 +312,9 @@ class Tokenize(GlobalStage):
         # training holds the sample several times over (GBs for a large sample): a process of its
         # own gives that memory back before packing starts
         trainer, self._trainer = self._trainer, None
-        info = ctx.run_isolated(_train_from_samples, job, trainer)
+        from dataprep.tokenizers.train import train_from_samples
+
+        info = ctx.run_isolated(train_from_samples, job, trainer)
         if not info["path"]:
             raise RecipeError(
                 f"tokenize: the {ctx.docs_in} documents left hold no text to train a tokenizer on; "
@@ -408,7 +342,7 @@ class Tokenize(GlobalStage):
     def _load(self, ctx: StageContext) -> Any:
         path = ctx.artifacts["tokenizer"]["local_path"]
         if self._tokenizer is None or self._tokenizer_path != path:
-            from dataprep.formats.tokenizer import load_tokenizer
+            from dataprep.tokenizers.load import load_tokenizer
 
             self._tokenizer = load_tokenizer(path)
             self._tokenizer_path = path
@@ -424,7 +358,7 @@ class Tokenize(GlobalStage):
         return tokens.astype(np.int32, copy=False), cuts
 
     def _roundtrip(self, tok: Any, doc: Document, ctx: StageContext) -> None:
-        from dataprep.formats.tokenizer import roundtrip_difference
+        from dataprep.tokenizers.check import roundtrip_difference
 
         self._checked += 1
         ctx.stats.count("roundtrip_checked")

@@ -211,8 +211,8 @@ def test_tasks_collect_young_garbage_less_often_and_restore_the_thresholds() -> 
 
 def test_a_one_worker_run_encodes_with_one_thread_like_a_pool_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataprep.executor import pool as executor
-    from dataprep.formats.tokenizer import default_threads
     from dataprep.progress import Progress
+    from dataprep.tokenizers.base import default_threads
 
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
     monkeypatch.setenv("RAYON_NUM_THREADS", "2")

@@ -20,9 +20,11 @@ import pytest
 import zstandard
 from test_shards_support import run_prepare, write_corpus
 
-from dataprep.formats.tokenizer import HFTokenizer, TokenizerError, load_tokenizer
-from dataprep.formats.train_tokenizer import train_tokenizer
 from dataprep.stage import RecipeError
+from dataprep.tokenizers.base import TokenizerError
+from dataprep.tokenizers.engines import HFTokenizer
+from dataprep.tokenizers.load import load_tokenizer
+from dataprep.tokenizers.train import train_tokenizer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 LLAMA3 = (
@@ -331,7 +333,7 @@ def test_check_budget_in_bytes(trained, docs):
 
 
 def test_check_budget_then_fastokens_alone(trained, docs, monkeypatch):
-    import dataprep.formats.tokenizer as module
+    import dataprep.tokenizers.engines as module
 
     monkeypatch.setattr(module, "CHECK_DOCS", 5)
     tok = HFTokenizer(trained)
@@ -432,7 +434,7 @@ def test_stage_engines_write_identical_shards(tmp_path, trained, docs):
 
 @pytest.mark.e2e
 def test_stage_checks_once_per_run_on_the_input_sample(tmp_path, trained, docs, monkeypatch):
-    import stages.tokenize as module
+    import dataprep.tokenizers.load as module
 
     corpus = write_corpus(tmp_path / "c", docs[1:1200:3], files=4)
     calls = []

@@ -24,9 +24,9 @@ from dataprep.executor import plan_passes, prepare
 from dataprep.formats.dataset import iter_bin_file, iter_mindrecord_file
 from dataprep.formats.readers_for_training import open_split
 from dataprep.formats.rows import RowBatch
-from dataprep.formats.tokenizer import load_tokenizer
 from dataprep.formats.verify import verify
 from dataprep.recipe import load_recipe
+from dataprep.tokenizers.load import load_tokenizer
 from stages.pack import split_of
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-from dataprep.formats.tokenizer import load_tokenizer, write_hf_config
-from dataprep.formats.train_tokenizer import train_tokenizer
+from dataprep.tokenizers.hf_files import write_hf_config
+from dataprep.tokenizers.load import load_tokenizer
+from dataprep.tokenizers.train import train_tokenizer
 from pretrain.convert_hf import convert
 from pretrain.export_hf import ExportError, export, find_source, main
 from pretrain.synthetic_data import write_dataset

@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from dataprep.executor import prepare
-from dataprep.formats.train_tokenizer import train_tokenizer
 from dataprep.recipe import parse_recipe
+from dataprep.tokenizers.train import train_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 SONGCI = ROOT / "sample_corpus" / "poetry" / "songci.parquet"

@@ -10,15 +10,16 @@ import pytest
 from test_shards_support import corpus_texts, run_prepare, small_tokenizer, write_corpus
 
 from dataprep.cli import main
-from dataprep.formats.tokenizer import TokenizerError, describe, load_tokenizer
-from dataprep.formats.train_tokenizer import (
+from dataprep.stage import RecipeError
+from dataprep.tokenizers.base import TokenizerError
+from dataprep.tokenizers.load import describe, load_tokenizer
+from dataprep.tokenizers.sample import (
     TextSample,
     iter_json_array,
     merge_sorted_samples,
     split_heldout,
     text_hash,
 )
-from dataprep.stage import RecipeError
 
 
 @pytest.fixture(scope="module")

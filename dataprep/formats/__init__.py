@@ -68,7 +68,7 @@ _LAZY = {
     "register_format": "dataprep.formats.registry",
     "ShardFormat": "dataprep.formats.registry",
     "shard_files": "dataprep.formats.manifest",
-    "load_tokenizer": "dataprep.formats.tokenizer",
+    "load_tokenizer": "dataprep.tokenizers.load",
     "RowBatch": "dataprep.formats.rows",
     "loss_mask_from_boundaries": "dataprep.formats.rows",
 }

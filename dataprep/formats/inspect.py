@@ -161,7 +161,7 @@ def inspect_shard(
         str(out / manifest.tokenizer["file"]) if out and manifest and manifest.tokenizer else None
     )
     if tok_path and Path(tok_path).exists():
-        from dataprep.formats.tokenizer import load_tokenizer
+        from dataprep.tokenizers.load import load_tokenizer
 
         decode = load_tokenizer(tok_path).decode
     if shard_format.takes == "documents":

@@ -10,18 +10,19 @@ Kinds:
 
 Special tokens sit at fixed ids in every kind: <pad>=0, <s>=1 (bos), </s>=2 (eos), <unk>=3.
 
-Sampling (:class:`TextSample`): documents with the smallest 64-bit hashes of their text are kept
-until the byte budget is reached; that is a uniform sample that depends only on the texts, not
-on their order, the worker count or a seed, and holds at most the budget in memory.
+The texts are a sample (:mod:`dataprep.tokenizers.sample`); :func:`train_from_samples` is the
+tokenize stage's training job (merge the tasks' samples, train, measure on held-out texts).
 """
 
 from __future__ import annotations
 
-import heapq
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from dataprep.document import texts_within_bytes
+from dataprep.tokenizers.sample import heldout_budget, iter_json_array, merge_sorted_samples, split_heldout
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 KINDS = ("bytebpe", "bpe", "unigram")
@@ -29,114 +30,10 @@ SPM_MAX_SENTENCE_BYTES = 1 << 14
 SPM_MIN_COVERAGE = 0.98  # the lowest character_coverage SentencePiece accepts
 
 
-def utf8_hash() -> Callable[[bytes], int]:
-    """The sample's hash of a text's UTF-8 bytes (64-bit xxh3), as a function to keep at hand."""
-    import xxhash
-
-    return xxhash.xxh3_64_intdigest
-
-
-def text_hash(text: str) -> int:
-    return utf8_hash()(text.encode("utf-8"))
-
-
-class TextSample:
-    """Bottom-k-by-hash sample of texts bounded by ``budget`` UTF-8 bytes (plus one text).
-
-    ``add`` texts in any order; ``texts()`` returns the kept texts sorted by hash, so the sample
-    of a corpus is the same however it was split into parts (merge parts with ``merge``).
-    """
-
-    def __init__(self, budget: int):
-        self.budget = budget
-        self._hash = utf8_hash()
-        self._heap: list[tuple[int, str, int]] = []  # (-hash, text, UTF-8 bytes): largest hash on top
-        self.nbytes = 0
-        self.seen_docs = 0
-        self.seen_bytes = 0
-
-    def add(self, text: str, h: int | None = None) -> None:
-        data = text.encode("utf-8")
-        size = len(data)
-        self.seen_docs += 1
-        self.seen_bytes += size
-        key = -(self._hash(data) if h is None else h)
-        heap = self._heap
-        if self.nbytes >= self.budget and heap and key <= heap[0][0]:
-            return  # hash larger than everything kept and the budget is full
-        heapq.heappush(heap, (key, text, size))
-        self.nbytes += size
-        while self.nbytes - heap[0][2] >= self.budget and len(heap) > 1:
-            self.nbytes -= heapq.heappop(heap)[2]
-
-    def merge(self, items: Iterable[tuple[int, str]]) -> None:
-        for h, text in items:
-            self.add(text, h)
-
-    def items(self) -> list[tuple[int, str]]:
-        """(hash, text) sorted by hash."""
-        return sorted((-k, t) for k, t, _ in self._heap)
-
-    def texts(self) -> list[str]:
-        return [t for _, t in self.items()]
-
-
-def merge_sorted_samples(parts: Iterable[Iterable[Sequence[Any]]], budget: int) -> list[tuple[int, str]]:
-    """The (hash, text) items a ``TextSample(budget)`` keeps after merging every part, sorted by
-    hash: the shortest hash-ordered prefix of the parts' union that holds ``budget`` UTF-8 bytes
-    (at least one item; everything when they hold less). Each part must be sorted by (hash, text), as
-    :meth:`TextSample.items` is; parts are consumed only as far as the prefix reaches."""
-    kept: list[tuple[int, str]] = []
-    size = 0
-    for h, text in heapq.merge(*parts):
-        if kept and size >= budget:
-            break
-        kept.append((h, text))
-        size += len(text.encode("utf-8"))
-    return kept
-
-
-def iter_json_array(text: str) -> Iterator[Any]:
-    """The items of the JSON array ``text``, decoded one at a time (what is never asked for is
-    never decoded)."""
-    decoder = json.JSONDecoder()
-    pos = _skip_space(text, text.index("[") + 1)
-    if text.startswith("]", pos):
-        return
-    while True:
-        item, pos = decoder.raw_decode(text, pos)
-        yield item
-        pos = _skip_space(text, pos)
-        if text.startswith("]", pos):
-            return
-        if not text.startswith(",", pos):
-            raise ValueError(f"malformed JSON array at character {pos}")
-        pos = _skip_space(text, pos + 1)
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\n\r":
-        pos += 1
-    return pos
-
-
-def split_heldout(items: list[tuple[int, str]], train_bytes: int) -> tuple[list[str], list[str]]:
-    """(training texts, held-out texts) from hash-ordered ``items``: the first texts up to
-    ``train_bytes`` UTF-8 bytes (at least one) train, the rest are held out (never trained on)."""
-    train: list[str] = []
-    size = 0
-    for i, (_, text) in enumerate(items):
-        if train and size >= train_bytes:
-            return train, [t for _, t in items[i:]]
-        train.append(text)
-        size += len(text.encode("utf-8"))
-    return train, []
-
-
 def heldout_quality(tokenizer_path: str | Path, texts: list[str]) -> dict[str, Any]:
     """Tokens per character and UTF-8 bytes per token of a tokenizer on held-out ``texts``
     (ints for stats counters, floats rounded for training.json)."""
-    from dataprep.formats.tokenizer import load_tokenizer
+    from dataprep.tokenizers.load import load_tokenizer
 
     tok = load_tokenizer(tokenizer_path)
     tokens = sum(len(ids) for ids in tok.encode_batch(texts)) if texts else 0
@@ -269,3 +166,53 @@ def train_tokenizer(texts: list[str], out_dir: str | Path, kind: str, vocab_size
 
 def write_training_info(out_dir: Path, info: dict[str, Any]) -> None:
     (Path(out_dir) / "training.json").write_text(json.dumps(info, indent=1, ensure_ascii=False) + "\n")
+
+
+def import_training(_: Any = None) -> None:
+    """The imports of :func:`train_from_samples` (run ahead in its process)."""
+    import tokenizers  # noqa: F401
+
+    import dataprep.tokenizers.load  # noqa: F401
+
+
+def train_from_samples(job: dict[str, Any]) -> dict[str, Any]:
+    """Merge the tasks' samples, train on the smallest hashes, measure on the next ones, save.
+
+    job: ``samples`` (the tasks' sample files, JSON arrays of (hash, text) sorted by hash),
+    ``budget`` (training bytes), ``out`` (the tokenizer directory), ``kind``, ``vocab_size``,
+    ``engine`` (the tokenize stage's mode). Returns training.json's content plus "path" (the
+    tokenizer file; "" when there is no text) and "verdict" (the run's engine check on the first
+    held-out texts, or None), or "path" and "refused" (why a demanded fastokens engine cannot be
+    used).
+    """
+    parts = [iter_json_array(Path(path).read_text(encoding="utf-8")) for path in job["samples"]]
+    items = merge_sorted_samples(parts, job["budget"] + heldout_budget(job["budget"]))
+    texts, heldout = split_heldout(items, job["budget"])
+    if not texts:
+        return {"path": ""}
+    out = Path(job["out"])
+    path = train_tokenizer(texts, out, job["kind"], job["vocab_size"])
+    verdict = None  # none (nothing held out): each task checks its first documents itself
+    if job.get("engine", "tokenizers") != "tokenizers" and path.suffix == ".json" and heldout:
+        from dataprep.tokenizers.base import TokenizerError
+        from dataprep.tokenizers.check import RUN_CHECK_BYTES
+        from dataprep.tokenizers.load import check_engines
+
+        check = {
+            "path": str(path),
+            "engine": job["engine"],
+            "texts": texts_within_bytes(heldout, RUN_CHECK_BYTES),
+        }
+        try:  # first, so that measuring on the held-out texts below encodes on the verdict
+            verdict = check_engines(check)
+        except TokenizerError as e:
+            return {"path": str(path), "refused": str(e)}
+    info = {
+        "kind": job["kind"],
+        "vocab_size": job["vocab_size"],
+        "sample_docs": len(texts),
+        "sample_bytes": sum(len(t.encode("utf-8")) for t in texts),
+        **heldout_quality(path, heldout),
+    }
+    write_training_info(out, info)
+    return {**info, "path": str(path), "verdict": verdict}

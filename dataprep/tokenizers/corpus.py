@@ -1,4 +1,5 @@
-"""``dataprep train-tokenizer``: sample text from inputs and train a tokenizer (see train_tokenizer).
+"""``dataprep train-tokenizer``: the corpus a tokenizer trains on outside a run: texts of inputs,
+sampled (:mod:`dataprep.tokenizers.sample`) and trained on (:mod:`dataprep.tokenizers.train`).
 
 Inputs are raw corpus files/directories (read with the readers and the default recipe's input
 options) or output directories of runs that kept their documents (OUT/documents/*.parquet, i.e.
@@ -12,7 +13,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from dataprep.formats.train_tokenizer import TextSample, train_tokenizer, write_training_info
+from dataprep.tokenizers.sample import TextSample
+from dataprep.tokenizers.train import train_tokenizer, write_training_info
 
 
 def _run_documents(out: Path) -> Iterator[str]:

@@ -538,7 +538,7 @@ def may_repair(text: str, cjk: bool) -> bool:
     references, ANSI escapes, UTF-8 read as Latin-1/cp1252, GBK or Big5 read as Latin-1
     (normalize's own patterns), full-width letters; ``cjk`` (judged by the script rule): always,
     as UTF-8 read as GBK looks like Han text with kana in it."""
-    from stages.normalize import CHAR_REF, GBK_AS_LATIN1, LATIN_MOJIBAKE
+    from stages._text_repair import CHAR_REF, GBK_AS_LATIN1, LATIN_MOJIBAKE
 
     if cjk or "\x1b" in text or ("&" in text and CHAR_REF.search(text)):
         return True

@@ -67,8 +67,7 @@ OPENCC_ALPHABET = [*"漢語說話乾隆著作權書後面臺灣\u2ff0氵每\uf90
 
 @pytest.fixture(scope="module")
 def t2s():  # type: ignore[no-untyped-def]
-    from stages._opencc import converter
-    from stages.normalize import CharMap
+    from stages._opencc import CharMap, converter
 
     table = CharMap.of("t2s")
     if table is None:
@@ -95,7 +94,7 @@ def test_opencc_table_sends_phrases_to_opencc(t2s) -> None:  # type: ignore[no-u
 def test_opencc_batch_keeps_an_incomplete_description_sequence_to_its_document(t2s) -> None:  # type: ignore[no-untyped-def]
     """OpenCC keeps a whole ideographic description sequence as it is: joined by a newline, the
     incomplete "⿰漢" of one document would take the newline and the next one as operands."""
-    from stages.normalize import _convert_all
+    from stages._opencc import _convert_all
 
     table, convert = t2s
     segments = ["⿰漢", "漢語", "⿱漢", "語"]

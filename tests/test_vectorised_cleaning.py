@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from stages import filter_repetition as rep
+from stages import _repeated_lines as rep
 from stages._charclass import BatchChars
 from stages._layout import layout
 
@@ -39,12 +39,12 @@ def test_line_shares_equal_the_per_document_path(texts: list[str], min_line_char
 def test_line_shares_on_hash_collisions(texts: list[str]) -> None:
     """With every piece hashing alike, the exact comparison sends texts with differing pieces of
     one key down the per-document path: the scores stay the same."""
-    original = rep._Prefix.hashes
+    original = rep.Prefix.hashes
     try:
-        rep._Prefix.hashes = lambda self, first, length: np.zeros(len(first), dtype=np.uint64)  # type: ignore[method-assign]
+        rep.Prefix.hashes = lambda self, first, length: np.zeros(len(first), dtype=np.uint64)  # type: ignore[method-assign]
         got = rep.line_share_columns(BatchChars.of(texts), 1)
     finally:
-        rep._Prefix.hashes = original  # type: ignore[method-assign]
+        rep.Prefix.hashes = original  # type: ignore[method-assign]
     assert np.array_equal(got, reference_line_shares(texts, 1))
 
 

@@ -11,7 +11,7 @@ import contextlib
 import re
 from functools import lru_cache
 
-from stages._chars import HAN_RE
+from stages._chars import HAN_RE, utf8_as_gbk_chars
 
 # -- 1. ANSI escapes ---------------------------------------------------------------------------
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -29,29 +29,17 @@ GBK_AS_LATIN1 = re.compile("[\u00a1-\u00ff]{4,}")
 
 
 @lru_cache(maxsize=1)
-def _utf8_as_gbk_chars() -> str:
-    """Characters that UTF-8 mojibake read as GBK starts with: a GBK pair whose first byte is a
-    UTF-8 lead byte for U+4000-U+FFFF (E4-EF) and whose second byte is a continuation (80-BF)."""
-    chars = []
-    for lead in range(0xE4, 0xF0):
-        for trail in range(0x80, 0xC0):
-            with contextlib.suppress(UnicodeDecodeError):
-                chars.append(bytes([lead, trail]).decode("gbk"))
-    return "".join(sorted(set(chars)))
-
-
-@lru_cache(maxsize=1)
 def _utf8_as_gbk_re() -> re.Pattern[str]:
     """Two mojibake lead characters at most three characters apart (real text rarely has them
     that close; mojibake has one every one or two characters). Bounded, so it stays linear."""
-    lead = re.escape(_utf8_as_gbk_chars())
+    lead = re.escape(utf8_as_gbk_chars())
     return re.compile(f"[{lead}][^\\x00-\\x7f\\s]{{0,3}}[{lead}]")
 
 
 @lru_cache(maxsize=1)
 def utf8_as_gbk_lead() -> re.Pattern[str]:
     """One character UTF-8 mojibake read as GBK starts with."""
-    return re.compile(f"[{re.escape(_utf8_as_gbk_chars())}]")
+    return re.compile(f"[{re.escape(utf8_as_gbk_chars())}]")
 
 
 NON_ASCII_RUN = re.compile(r"[^\x00-\x7f\s]+")

@@ -17,6 +17,7 @@ import numpy as np
 from dataprep.formats import arrow
 from dataprep.stats import Histogram
 from stages import _minhash as mh
+from stages import _minhash_lsh as lsh
 from stages._components import (
     EDGE,
     FileSet,
@@ -149,7 +150,7 @@ def _band_pairs(keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     group_key = picked >> np.uint64(bits)
     starts = np.flatnonzero(np.r_[True, group_key[1:] != group_key[:-1]])
     sizes = np.diff(np.append(starts, len(members)))
-    return mh.group_pairs(members, starts, sizes)
+    return lsh.group_pairs(members, starts, sizes)
 
 
 def _distinct_pairs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

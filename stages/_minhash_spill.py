@@ -21,6 +21,7 @@ from dataprep.decide_jobs import load_shared
 from dataprep.document import Document, meta_values
 from dataprep.formats import arrow
 from stages import _minhash as mh
+from stages import _minhash_lsh as lsh
 from stages._keyspill import ROW_GROUP
 
 PAIR_CHUNK = 20_000  # pairs verified at once (signature: 2 x 20k x num_perm x 4 bytes)
@@ -235,7 +236,7 @@ class Spills:
         for t in np.unique(task):
             sel = np.flatnonzero(task == t)
             shingles = self._map(int(t), ".shingles.u32")
-            values[mh.ranges(dest[sel], sizes[sel])] = shingles[mh.ranges(starts[sel], sizes[sel])]
+            values[lsh.ranges(dest[sel], sizes[sel])] = shingles[lsh.ranges(starts[sel], sizes[sel])]
         return values, sizes
 
     def similarity(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -255,7 +256,7 @@ class Spills:
                 continue
             a, b = u[lo:hi], v[lo:hi]
             if exact:
-                out[lo:hi] = mh.pair_jaccard_flat(*self.shingle_sets(a), *self.shingle_sets(b))
+                out[lo:hi] = lsh.pair_jaccard_flat(*self.shingle_sets(a), *self.shingle_sets(b))
             else:
                 out[lo:hi] = (self.signatures(a) == self.signatures(b)).mean(axis=1)
         return out

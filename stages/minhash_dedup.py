@@ -66,6 +66,7 @@ from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
 from stages import _minhash as mh
+from stages import _minhash_lsh as lsh
 from stages import _paragraphs as para
 from stages import _regional
 from stages._components import bucket_bits, connected_components, fileset, remove_files
@@ -144,7 +145,7 @@ class MinhashDedupParams:
     def band_shape(self) -> tuple[int, int]:
         if self.bands:
             return self.bands, self.rows
-        return mh.optimal_bands(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
+        return lsh.optimal_bands(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
 
 
 def _table_versions(fold_variants: bool, fold_regional: bool) -> dict[str, str]:
@@ -173,7 +174,7 @@ class MinhashDedup(GlobalStage):
     def __init__(self, params: MinhashDedupParams):
         super().__init__(params)
         self._spill: TaskSpill | None = None
-        self._hasher: mh.MinHasher | None = None
+        self._hasher: lsh.MinHasher | None = None
         self._hasher_seed: int | None = None
         self._replay: DecisionReplay | None = None
         self._boilerplate: tuple[str, para.BoilerplateSet] | None = None
@@ -206,12 +207,12 @@ class MinhashDedup(GlobalStage):
         if self._spill is None:
             self._spill = TaskSpill(ctx.work_dir, ctx.task_id, bands, p.verify == "exact")
         if self._hasher is None or self._hasher_seed != ctx.seed:
-            self._hasher, self._hasher_seed = mh.MinHasher(p.num_perm, ctx.seed), ctx.seed
+            self._hasher, self._hasher_seed = lsh.MinHasher(p.num_perm, ctx.seed), ctx.seed
         shingles = mh.shingle_batch(
             self._hashed_texts(batch, ctx), p.ngram_cjk, p.ngram_word, p.fold_variants, p.fold_regional
         )
         sig = self._hasher.signatures(shingles)
-        keys = mh.band_keys(sig, bands, rows)
+        keys = lsh.band_keys(sig, bands, rows)
         self._spill.write(batch, shingles, sig, keys, p.preview_chars)
         ctx.stats.count("cjk_documents", int(np.count_nonzero(shingles.cjk & (shingles.sizes() > 0))))
 

@@ -130,7 +130,7 @@ def main() -> None:
         help="run the calls on one persistent pool, as a run does: decide time (no per-call memory)",
     )
     args = ap.parse_args()
-    from stages._minhash import optimal_bands
+    from stages._minhash_lsh import optimal_bands
 
     bands, _ = optimal_bands(0.8, 128, 0.05, 0.95)
     for n in args.docs:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from stages import _minhash as mh
+from stages import _minhash_lsh as lsh
 
 
 def load(paths: list[str], limit: int) -> list[str]:
@@ -70,20 +71,20 @@ def main() -> None:
 
     texts = load(args.corpus, args.docs)
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    bands, rows = mh.optimal_bands(0.8, args.num_perm, 0.05, 0.95)
+    bands, rows = lsh.optimal_bands(0.8, args.num_perm, 0.05, 0.95)
     mh.char_tables(True)  # built once per process (not timed)
-    hasher = mh.MinHasher(args.num_perm, 0)
+    hasher = lsh.MinHasher(args.num_perm, 0)
     batches = [texts[i : i + args.batch] for i in range(0, len(texts), args.batch)]
 
     def fast_full(regional: bool = True) -> None:
         for b in batches:
             sig = hasher.signatures(mh.shingle_batch(b, fold_regional=regional))
-            mh.band_keys(sig, bands, rows)
+            lsh.band_keys(sig, bands, rows)
 
     shingled = [mh.shingle_batch(b, fold_regional=True) for b in batches]
 
     def fast_kernel(compiled: bool) -> None:
-        kernel = mh._signature_kernel() if compiled else mh._signatures_numpy
+        kernel = lsh._signature_kernel() if compiled else lsh._signatures_numpy
         for s in shingled:
             out = np.full((len(s.offsets) - 1, args.num_perm), 0xFFFFFFFF, dtype=np.uint32)
             kernel(s.hashes, s.offsets, hasher.a, out)

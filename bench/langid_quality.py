@@ -209,7 +209,7 @@ def keep_table(docs: list[dict[str, Any]], out: list[dict[str, Any]], keep: set[
 def peers(docs: list[dict[str, Any]]) -> None:
     texts = [d["text"] for d in docs]
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    from stages.lang_id import load_model, model_path
+    from stages._lid176 import load_model, model_path
 
     model = load_model(str(model_path("")))
     cpu = time.process_time()

@@ -18,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stages.lang_id import HAN_FORMS_FILE, han_forms_computed, opencc_fingerprint  # noqa: E402
+from stages._opencc import fingerprint as opencc_fingerprint  # noqa: E402
+from stages._script_classes import HAN_FORMS_FILE, han_forms_computed  # noqa: E402
 
 
 def main() -> None:

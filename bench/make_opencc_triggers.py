@@ -16,7 +16,7 @@ dictionaries have the recorded fingerprint (stages._opencc.fingerprint).
 It also records, per config, every key of more than one character of any of its dictionaries
 (``phrases``) and the keys of its normalization dictionaries (``normalization``): a text holding
 none of them, nor an ideographic description character, is converted by OpenCC character by
-character (stages.normalize.CharMap converts such texts with a table).
+character (stages._opencc.CharMap converts such texts with a table).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from stages._opencc import OPENCC_CONFIGS, TRIGGERS_FILE  # noqa: E402
 from stages._opencc import dictionaries as opencc_dictionaries  # noqa: E402
 from stages._opencc import fingerprint as opencc_fingerprint  # noqa: E402
-from stages.normalize import OPENCC_CONFIGS, TRIGGERS_FILE  # noqa: E402
 
 
 def dump(tool: Path, ocd2: Path, out: Path) -> list[tuple[str, str]]:

@@ -22,7 +22,6 @@ Classes (``CLASSES``):
 from __future__ import annotations
 
 import codecs
-import contextlib
 import operator
 import re
 import threading
@@ -33,7 +32,7 @@ from itertools import repeat
 
 import numpy as np
 
-from stages._chars import HAN_BEYOND_BMP, HAN_RANGES
+from stages._chars import HAN_BEYOND_BMP, HAN_RANGES, utf8_as_gbk_chars
 
 CLASSES = ("space", "alnum", "han", "han_rare", "han_lead", "han_rare_lead", "punct", "symbol", "bad")
 SPACE, ALNUM, HAN, HAN_RARE, HAN_LEAD, HAN_RARE_LEAD, PUNCT, SYMBOL, BAD = range(len(CLASSES))
@@ -75,10 +74,7 @@ def _encodable(chars: str, codec: str) -> np.ndarray:
 def _gbk_leads() -> np.ndarray:
     """bool per BMP code point: the first character of UTF-8 text read as GBK (pairs E4-EF + 80-BF)."""
     leads = np.zeros(0x10000, dtype=bool)
-    raw = bytes(b for lead in range(0xE4, 0xF0) for trail in range(0x80, 0xC0) for b in (lead, trail))
-    for i in range(0, len(raw), 2):
-        with contextlib.suppress(UnicodeDecodeError):
-            leads[ord(raw[i : i + 2].decode("gbk"))] = True
+    leads[[ord(c) for c in utf8_as_gbk_chars()]] = True
     return leads
 
 

@@ -7,7 +7,9 @@ CJK: HAN plus kana, hangul, bopomofo and the CJK symbols-and-punctuation block (
 
 from __future__ import annotations
 
+import contextlib
 import re
+from functools import lru_cache
 
 # The one definition of Han for every stage (inclusive code point ranges); regexes and per-code-
 # point tables are derived from it.
@@ -28,3 +30,15 @@ CJK = HAN + KANA_HANGUL + "\u3001-\u303f"
 
 HAN_RE = re.compile(f"[{HAN}]")
 CJK_RE = re.compile(f"[{CJK}]")
+
+
+@lru_cache(maxsize=1)
+def utf8_as_gbk_chars() -> str:
+    """Characters that UTF-8 mojibake read as GBK starts with: a GBK pair whose first byte is a
+    UTF-8 lead byte for U+4000-U+FFFF (E4-EF) and whose second byte is a continuation (80-BF)."""
+    chars = []
+    for lead in range(0xE4, 0xF0):
+        for trail in range(0x80, 0xC0):
+            with contextlib.suppress(UnicodeDecodeError):
+                chars.append(bytes([lead, trail]).decode("gbk"))
+    return "".join(sorted(set(chars)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stages._minhash import pair_jaccard_flat
+from stages._minhash_lsh import pair_jaccard_flat
 
 
 def candidate_probability(similarity: float, bands: int, rows: int) -> float:

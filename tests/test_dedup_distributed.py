@@ -25,7 +25,7 @@ from dataprep.document import Document
 from dataprep.stage import DriverContext, StageContext, build_params
 from dataprep.stats import StageStats
 from stages import _components as cc
-from stages import _minhash as mh
+from stages import _minhash_lsh as lsh
 
 TASKS = 3
 
@@ -90,7 +90,7 @@ def reference(work: Path, ids: list[str], params: Any) -> dict[str, dict[str, li
                 groups[key].append(i)
         for members in groups.values():
             if len(members) > 1:
-                u, v = mh.group_pairs(np.array(members), np.array([0]), np.array([len(members)]))
+                u, v = lsh.group_pairs(np.array(members), np.array([0]), np.array([len(members)]))
                 ok = [
                     ref.jaccard_exact(sets[a], sets[b]) >= params.threshold for a, b in zip(u, v, strict=True)
                 ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dataprep.stage import RecipeError
+from stages._repeated_ngrams import ngram_scores
 from stages.filter_garbled import garbled_scores
-from stages.filter_repetition import ngram_scores
 
 try:  # tests/ may or may not be a package
     from ._cleaning_helpers import drop_reason, real_lines, run_stage

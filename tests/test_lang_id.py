@@ -16,16 +16,8 @@ import pytest
 from dataprep.document import Document, Drop
 from dataprep.recipe import load_recipe, parse_recipe
 from dataprep.stage import RecipeError
-from stages.lang_id import (
-    HAN_ALL,
-    KANA,
-    LID176,
-    han_forms,
-    han_forms_computed,
-    load_model,
-    model_path,
-    script_counts,
-)
+from stages._lid176 import LID176, load_model, model_path
+from stages._script_classes import HAN_ALL, KANA, han_forms, han_forms_computed, script_counts
 
 try:  # tests/ may or may not be a package
     from ._cleaning_helpers import DATA, run_stage
@@ -192,7 +184,7 @@ def test_chinese_technical_text_with_commands_stays_zh() -> None:
 
 
 def test_the_model_reads_prose_not_code_urls_or_rules() -> None:
-    from stages.lang_id import model_sample
+    from stages._lid176 import model_sample
 
     prose = " ".join(texts("en", "short")[:6])
     boxed = "\n".join(["#" * 40, f"#  {prose}  #", "#" * 40, "> quoted: see http://www.example.com/a/b"])

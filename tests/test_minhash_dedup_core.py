@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages import _minhash as mh
+from stages import _minhash_lsh as lsh
 
 ALPHABET = "秦川雄帝宅函谷壯皇居綺殿千尋起的是了abcXYZ019０１ＡＢ，。！？ \n\t-_'é\u0301\u200b"
 texts = st.text(alphabet=ALPHABET, max_size=60)
@@ -38,7 +39,7 @@ def test_vectorised_shingles_match_the_reference(batch: list[str]) -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(texts, min_size=2, max_size=5), st.integers(0, 3))
 def test_a_document_hashes_the_same_whatever_its_batch(batch: list[str], seed: int) -> None:
-    hasher = mh.MinHasher(32, seed)
+    hasher = lsh.MinHasher(32, seed)
     together = hasher.signatures(mh.shingle_batch(batch))
     alone = np.vstack([hasher.signatures(mh.shingle_batch([t])) for t in batch])
     assert np.array_equal(together, alone)
@@ -59,15 +60,15 @@ def test_numpy_signatures_equal_the_compiled_loop(
     rng = np.random.default_rng(seed)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     hashes = rng.integers(1, 2**32, size=int(offsets[-1]), dtype=np.uint64).astype(np.uint32)
-    a = mh.MinHasher(num_perm, seed % 7).a
+    a = lsh.MinHasher(num_perm, seed % 7).a
     compiled = np.empty((len(sizes), num_perm), dtype=np.uint32)
-    mh._signature_kernel()(hashes, offsets, a, compiled)
+    lsh._signature_kernel()(hashes, offsets, a, compiled)
     with_numpy = np.full((len(sizes), num_perm), 0xFFFFFFFF, dtype=np.uint32)
-    previous, mh.SIGNATURE_CHUNK = mh.SIGNATURE_CHUNK, chunk
+    previous, lsh.SIGNATURE_CHUNK = lsh.SIGNATURE_CHUNK, chunk
     try:
-        mh._signatures_numpy(hashes, offsets, a, with_numpy)
+        lsh._signatures_numpy(hashes, offsets, a, with_numpy)
     finally:
-        mh.SIGNATURE_CHUNK = previous
+        lsh.SIGNATURE_CHUNK = previous
     assert np.array_equal(with_numpy, compiled)
 
 
@@ -75,15 +76,15 @@ def test_signatures_switch_to_the_compiled_loop_after_numba_after_products(monke
     batch = mh.shingle_batch(
         ["床前明月光疑是地上霜举头望明月低头思故乡", "", "the quick brown fox jumps over"]
     )
-    hasher = mh.MinHasher(16, 0)
-    monkeypatch.setattr(mh, "_numpy_products", 0)
-    monkeypatch.setattr(mh, "NUMBA_AFTER", batch.hashes.size * 16)
-    mh._signature_kernel.cache_clear()
+    hasher = lsh.MinHasher(16, 0)
+    monkeypatch.setattr(lsh, "_numpy_products", 0)
+    monkeypatch.setattr(lsh, "NUMBA_AFTER", batch.hashes.size * 16)
+    lsh._signature_kernel.cache_clear()
     first = hasher.signatures(batch)  # numpy: within the allowance
-    assert mh._numpy_products == batch.hashes.size * 16
-    assert mh._signature_kernel.cache_info().currsize == 0
+    assert lsh._numpy_products == batch.hashes.size * 16
+    assert lsh._signature_kernel.cache_info().currsize == 0
     second = hasher.signatures(batch)  # beyond it: the compiled loop, loaded now
-    assert mh._signature_kernel.cache_info().currsize == 1
+    assert lsh._signature_kernel.cache_info().currsize == 1
     assert np.array_equal(first, second)
     assert (first[1] == 0xFFFFFFFF).all()
 
@@ -171,7 +172,7 @@ def test_chinese_is_shingled_in_characters_and_latin_in_words() -> None:
 def test_bands_and_rows_match_datasketch(threshold: float, weights: tuple[float, float]) -> None:
     from datasketch.lsh import _optimal_param
 
-    assert mh.optimal_bands(threshold, 128, *weights) == _optimal_param(threshold, 128, *weights)
+    assert lsh.optimal_bands(threshold, 128, *weights) == _optimal_param(threshold, 128, *weights)
 
 
 def _optimal_bands_pair_by_pair(
@@ -181,7 +182,7 @@ def _optimal_bands_pair_by_pair(
     best, best_err = (1, num_perm), float("inf")
     for b in range(1, num_perm + 1):
         for r in range(1, num_perm // b + 1):
-            err = fp_weight * mh.false_positive_area(threshold, b, r) + fn_weight * mh.false_negative_area(
+            err = fp_weight * lsh.false_positive_area(threshold, b, r) + fn_weight * lsh.false_negative_area(
                 threshold, b, r
             )
             if err < best_err - 1e-12:
@@ -195,13 +196,13 @@ def _optimal_bands_pair_by_pair(
 def test_bands_and_rows_as_integrated_pair_by_pair(
     threshold: float, num_perm: int, weights: tuple[float, float]
 ) -> None:
-    assert mh.optimal_bands(threshold, num_perm, *weights) == _optimal_bands_pair_by_pair(
+    assert lsh.optimal_bands(threshold, num_perm, *weights) == _optimal_bands_pair_by_pair(
         threshold, num_perm, *weights
     )
 
 
 def test_candidate_probability_is_the_s_curve() -> None:
-    b, r = mh.optimal_bands(0.8, 128, 0.1, 0.9)
+    b, r = lsh.optimal_bands(0.8, 128, 0.1, 0.9)
     assert ref.candidate_probability(0.95, b, r) > 0.99
     assert ref.candidate_probability(0.3, b, r) < 0.01
 
@@ -230,7 +231,7 @@ def test_jaccard_estimates_agree_with_datasketch_on_real_documents() -> None:
         truth = string_jaccard(sa, sb)
         ours = []
         for seed in seeds:
-            sig = mh.MinHasher(num_perm, seed).signatures(mh.shingle_batch([a, b]))
+            sig = lsh.MinHasher(num_perm, seed).signatures(mh.shingle_batch([a, b]))
             ours.append(float(np.mean(sig[0] == sig[1])))
         theirs = []
         for seed in seeds:
@@ -281,7 +282,7 @@ def test_union_find_matches_a_reference(case: tuple[int, list[tuple[int, int]]])
 def test_group_pairs_connect_every_group(sizes: list[int]) -> None:
     members = np.arange(sum(sizes))
     starts = np.cumsum([0, *sizes[:-1]])
-    u, v = mh.group_pairs(members, starts, np.array(sizes))
+    u, v = lsh.group_pairs(members, starts, np.array(sizes))
     uf = ref.UnionFind(len(members))
     uf.union(u, v)
     roots = uf.roots()
@@ -300,7 +301,7 @@ def test_pair_jaccard_is_exact() -> None:
 @given(st.lists(texts, min_size=1, max_size=8), st.integers(1, 9))
 def test_signatures_are_the_minimum_over_each_document(batch: list[str], seed: int) -> None:
     shingles = mh.shingle_batch(batch)
-    hasher = mh.MinHasher(16, seed)
+    hasher = lsh.MinHasher(16, seed)
     sig = hasher.signatures(shingles)
     for i in range(len(batch)):
         x = shingles.shingles(i)

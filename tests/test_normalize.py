@@ -11,7 +11,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stages._chars import HAN
-from stages.normalize import fold_width, normalize_text, repair_mojibake, to_simplified
+from stages._opencc import to_simplified
+from stages._text_repair import repair_mojibake
+from stages._width_fold import fold_width
+from stages.normalize import normalize_text
 
 try:  # tests/ may or may not be a package
     from ._cleaning_helpers import DATA, real_lines, run_stage

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from stages import filter_repetition as rep
+from stages import _repeated_lines as rep
 from stages._charclass import BatchChars
 from stages._layout import layout
 
@@ -39,12 +39,12 @@ def test_line_shares_equal_the_per_document_path(texts: list[str], min_line_char
 def test_line_shares_on_hash_collisions(texts: list[str]) -> None:
     """With every piece hashing alike, the exact comparison sends texts with differing pieces of
     one key down the per-document path: the scores stay the same."""
-    original = rep._Prefix.hashes
+    original = rep.Prefix.hashes
     try:
-        rep._Prefix.hashes = lambda self, first, length: np.zeros(len(first), dtype=np.uint64)  # type: ignore[method-assign]
+        rep.Prefix.hashes = lambda self, first, length: np.zeros(len(first), dtype=np.uint64)  # type: ignore[method-assign]
         got = rep.line_share_columns(BatchChars.of(texts), 1)
     finally:
-        rep._Prefix.hashes = original  # type: ignore[method-assign]
+        rep.Prefix.hashes = original  # type: ignore[method-assign]
     assert np.array_equal(got, reference_line_shares(texts, 1))
 
 
@@ -67,8 +67,7 @@ OPENCC_ALPHABET = [*"漢語說話乾隆著作權書後面臺灣\u2ff0氵每\uf90
 
 @pytest.fixture(scope="module")
 def t2s():  # type: ignore[no-untyped-def]
-    from stages._opencc import converter
-    from stages.normalize import CharMap
+    from stages._opencc import CharMap, converter
 
     table = CharMap.of("t2s")
     if table is None:
@@ -95,7 +94,7 @@ def test_opencc_table_sends_phrases_to_opencc(t2s) -> None:  # type: ignore[no-u
 def test_opencc_batch_keeps_an_incomplete_description_sequence_to_its_document(t2s) -> None:  # type: ignore[no-untyped-def]
     """OpenCC keeps a whole ideographic description sequence as it is: joined by a newline, the
     incomplete "⿰漢" of one document would take the newline and the next one as operands."""
-    from stages.normalize import _convert_all
+    from stages._opencc import _convert_all
 
     table, convert = t2s
     segments = ["⿰漢", "漢語", "⿱漢", "語"]

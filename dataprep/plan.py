@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataprep import stage as registry
 from dataprep.io import (
     SNIFF_BYTES,
     bom_encoding,
@@ -39,7 +38,9 @@ from dataprep.io import (
 )
 from dataprep.readers import LineReader
 from dataprep.recipe import InputParams, Recipe
-from dataprep.stage import InputSplit, ReadReport
+from dataprep.stage import registry
+from dataprep.stage.params import build_params
+from dataprep.stage.reader import InputSplit, Reader, ReadReport
 
 MIN_SPLIT_BYTES = 1 << 20
 
@@ -324,7 +325,7 @@ def _split_json(t: InputSplit) -> dict[str, Any]:
     }
 
 
-def reader_for(path: str, params: InputParams) -> type[registry.Reader] | None:
+def reader_for(path: str, params: InputParams) -> type[Reader] | None:
     readers = registry.readers()
     if params.format != "auto":
         return next(r for r in readers if r.name == params.format)
@@ -532,7 +533,7 @@ def make_plan(
     there (deleted after the first pass). The plan depends only on the input, never on the worker
     count, so outputs stay identical for any number of workers.
     """
-    params = registry.build_params(
+    params = build_params(
         InputParams, {k: v for k, v in recipe.input.items() if k in InputParams.__dataclass_fields__}, "input"
     )
     by_kind: dict[str, tuple[str | None, Any]] = {}  # per logical suffix: (reader name, its parameters)

@@ -26,8 +26,9 @@ from typing import Any, Literal
 
 import yaml
 
-from dataprep import stage as registry
-from dataprep.stage import GlobalStage, RecipeError, Stage, param
+from dataprep.stage import registry
+from dataprep.stage.params import RecipeError, build_params, param
+from dataprep.stage.protocol import GlobalStage, Stage
 
 
 @dataclass
@@ -185,7 +186,7 @@ class Recipe:
             if over:
                 cls = registry.get(st.name)
                 merged = {**dataclasses.asdict(st.params), **over}
-                params = registry.build_params(cls.Params, merged, f"sources.{source}.stages.{st.name}")
+                params = build_params(cls.Params, merged, f"sources.{source}.stages.{st.name}")
                 st = StageSpec(st.label, st.name, params)
             out.append(st)
         return out
@@ -203,7 +204,7 @@ class Recipe:
 
     def reader_params(self, reader_cls: type) -> Any:
         fields = {f.name for f in dataclasses.fields(reader_cls.Params)}
-        return registry.build_params(
+        return build_params(
             reader_cls.Params,
             {k: v for k, v in self.input.items() if k in fields},
             f"input ({reader_cls.name})",
@@ -248,7 +249,7 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     raw_output = data.get("output") or {}
     if not isinstance(raw_output, dict):
         raise RecipeError(f"{where}: 'output' must be a mapping (e.g. output: {{documents: true}})")
-    output = registry.build_params(OutputParams, raw_output, f"{where}: output")
+    output = build_params(OutputParams, raw_output, f"{where}: output")
     raw_input = data.get("input") or {}
     if not isinstance(raw_input, dict):
         raise RecipeError(f"{where}: 'input' must be a mapping")
@@ -258,12 +259,12 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
             f"{where}: unknown input option(s) {', '.join(bad_input)}; "
             f"valid: {', '.join(sorted(_input_fields()))}"
         )
-    common = registry.build_params(
+    common = build_params(
         InputParams, {k: v for k, v in raw_input.items() if k in _field_names(InputParams)}, f"{where}: input"
     )
     resolved_input = dataclasses.asdict(common)
     for reader in registry.readers():
-        params = registry.build_params(
+        params = build_params(
             reader.Params,
             {k: v for k, v in raw_input.items() if k in _field_names(reader.Params)},
             f"{where}: input",
@@ -298,7 +299,7 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
             ) from None
         if cls.kind not in ("map", "global"):
             raise RecipeError(f"{where}: stages[{i}] {name!r} is a {cls.kind}, not a pipeline stage")
-        params = registry.build_params(cls.Params, raw_params, f"{where}: stages[{i}] {name}")
+        params = build_params(cls.Params, raw_params, f"{where}: stages[{i}] {name}")
         seen[name] = seen.get(name, 0) + 1
         label = name if seen[name] == 1 else f"{name}.{seen[name]}"
         missing = [r for r in cls.requires if r not in provided]
@@ -326,10 +327,10 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
                     "(filters, cleaners) can be set per source"
                 )
             merged = {**dataclasses.asdict(named[0].params), **over}
-            registry.build_params(cls.Params, merged, f"{where}: sources.{src.name}.stages.{stage_name}")
+            build_params(cls.Params, merged, f"{where}: sources.{src.name}.stages.{stage_name}")
     if "mix" in data and not sources:
         raise RecipeError(f"{where}: 'mix' needs 'sources'")
-    mix = registry.build_params(MixParams, data.get("mix") or {}, f"{where}: mix") if sources else None
+    mix = build_params(MixParams, data.get("mix") or {}, f"{where}: mix") if sources else None
     packs = [s for s in specs if s.name == "pack"]
     if sources and packs:
         if getattr(packs[0].params, "packing", "concat") == "bestfit":

@@ -1,11 +1,11 @@
 """The executor protocol: where a run's work runs.
 
 An executor runs the tasks of a pass (:func:`dataprep.executor.task.run_task`, a pure function of
-(OUT, pass, task)) and the module-level functions of the driver's decide phases, on a local
-process pool (:class:`dataprep.executor.pool.LocalExecutor`) or on a Ray cluster
-(:class:`dataprep.executor.ray.RayExecutor`). Both run the same code, so the outputs are the same
-bytes whichever executor and however many workers. A new executor implements :class:`Executor`
-and is named in :func:`make_executor`.
+(OUT, pass, task)) and the module-level functions of the driver's decide phases, e.g. on a local
+process pool (``local``) or on a Ray cluster (``ray``). All run the same code, so the outputs are
+the same bytes whichever executor and however many workers. A new executor implements
+:class:`Executor` and is named in the ``dataprep.executors`` entry-point group
+(:mod:`dataprep.executor.registry`); this module names no implementation.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 
-EXECUTORS = ("local", "ray")
-
 
 class Executor(Protocol):
     """Runs a run's work. ``workers``: how many tasks or calls run at once. ``has_workers``: work
     runs in worker processes (False: everything runs in the driver, in order, as at one local
     worker). Functions sent to ``map`` and ``submit`` are module-level (picklable) functions of one
-    argument. Used as a context manager: leaving it closes the executor."""
+    argument. Used as a context manager: leaving it closes the executor. Built as
+    ``cls(workers, address)`` (:func:`dataprep.executors.make_executor`); ``address``: the
+    cluster to join (``--ray-address``), None for the executor's default (an executor without a
+    cluster ignores it)."""
 
     workers: int
 
@@ -73,17 +74,3 @@ def done_future(fn: Callable[[T], R], arg: T) -> Future[R]:
     except Exception as e:
         future.set_exception(e)
     return future
-
-
-def make_executor(kind: str, workers: int, address: str | None = None) -> Executor:
-    """The executor named ``kind``: 'local' (a process pool of ``workers``) or 'ray' (a Ray
-    cluster at ``address``, or a local Ray instance of ``workers`` CPUs)."""
-    if kind == "local":
-        from dataprep.executor.pool import LocalExecutor
-
-        return LocalExecutor(workers)
-    if kind == "ray":
-        from dataprep.executor.ray import RayExecutor
-
-        return RayExecutor(workers, address)
-    raise ValueError(f"unknown executor {kind!r} ({' or '.join(EXECUTORS)})")

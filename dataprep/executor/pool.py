@@ -39,9 +39,10 @@ def pool_task(out: str, pass_index: int, task_index: int) -> None:
 class LocalExecutor(Executor):
     """Runs a run's work on a pool of ``workers`` spawned processes, started with the first work
     sent to it; with one worker, everything runs in the driver, in order. The workers end when the
-    driver does, killed included (:func:`dataprep.worker_env.exit_with_parent`)."""
+    driver does, killed included (:func:`dataprep.worker_env.exit_with_parent`). ``address``: unused
+    (the pool runs on this machine)."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, address: str | None = None):
         self.workers = max(1, workers)
         self._pool: ProcessPoolExecutor | None = None
         self._queue: Any = None

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dataprep import stage as registry
 from dataprep.docstore import DocWriter, RejectedWriter, read_docs, refused
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
@@ -28,7 +27,10 @@ from dataprep.io import atomic_write, write_text_atomic
 from dataprep.plan import Plan, source_of
 from dataprep.readers import InputChanged
 from dataprep.recipe import recipe_from_resolved
-from dataprep.stage import GlobalStage, MapStage, ReadReport, Stage, StageContext, read_task
+from dataprep.stage import registry
+from dataprep.stage.context import StageContext
+from dataprep.stage.protocol import GlobalStage, MapStage, Stage
+from dataprep.stage.reader import Reader, ReadReport, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
@@ -41,7 +43,7 @@ class _WorkerState:
         self.stages = [spec.build() for spec in self.recipe.stages]
         self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
         self.passes = plan_passes(self.stages)
-        self.readers: dict[str, registry.Reader] = {}
+        self.readers: dict[str, Reader] = {}
         self.key = (state["recipe_hash"], state["inputs"], state.get("started", ""))
         self._by_source: dict[str, list[Stage]] = {}
 
@@ -60,7 +62,7 @@ class _WorkerState:
             ]
         return self._by_source[names[k]]
 
-    def reader(self, name: str) -> registry.Reader:
+    def reader(self, name: str) -> Reader:
         if name not in self.readers:
             cls = registry.get(name)
             self.readers[name] = cls(self.recipe.reader_params(cls))

@@ -91,10 +91,11 @@ def _cmd_stages(args: argparse.Namespace) -> int:
             if kind == "reader":
                 extra = f" [{' '.join(cls.extensions)}]"
             print(f"  {cls.name}{extra}: {doc}")
-            if getattr(cls, "requires", ()) or getattr(cls, "provides", ()):
+            if getattr(cls, "requires", ()) or getattr(cls, "uses", ()) or getattr(cls, "provides", ()):
                 print(
                     f"      requires: {', '.join(cls.requires) or '-'}; "
-                    f"provides: {', '.join(cls.provides) or '-'}"
+                    + (f"uses: {', '.join(cls.uses)}; " if cls.uses else "")
+                    + f"provides: {', '.join(cls.provides) or '-'}"
                 )
             show_params(cls.Params, common if kind == "reader" else set())
     return 0

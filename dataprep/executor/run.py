@@ -42,7 +42,7 @@ from dataprep.executor.passes import (
     RunDir,
     plan_passes,
 )
-from dataprep.executor.task import check_marker, run_id
+from dataprep.executor.task import check_marker, run_id, run_task
 from dataprep.executor.timing import PhaseClock
 from dataprep.executor.warmup import WarmUps
 from dataprep.executors import make_executor
@@ -50,10 +50,9 @@ from dataprep.io import file_sha256, write_text_atomic
 from dataprep.plan import InputFile, Plan, expand_inputs, input_holding, make_plan, source_files
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe
-from dataprep.stage import registry as stage_registry
 from dataprep.stage.context import DriverContext
 from dataprep.stage.protocol import GlobalStage, NothingLeft
-from dataprep.stage.reader import Reader, ReadReport, read_task
+from dataprep.stage.reader import ReadReport, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
@@ -578,7 +577,7 @@ def _run_tasks(ctx: RunContext, p: Pass) -> None:
         total_tasks=len(task_ids),
     )
     with bar:
-        ctx.executor.run_pass(run.out, p.index, todo, bar)
+        ctx.executor.run_pass(partial(run_task, ctx.recipe, str(run.out), p.index), todo, bar)
 
 
 def _driver_context(
@@ -618,19 +617,11 @@ def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
     if k == 0 or max_bytes <= 0:
         return []
     share = max(max_bytes // k, 1)
-    readers: dict[str, Reader] = {}
     texts: list[str] = []
     for j in range(k):
         split = tasks[j * len(tasks) // k]
-
-        def reader(name: str) -> Reader:
-            if name not in readers:
-                cls = stage_registry.get(name)
-                readers[name] = cls(ctx.recipe.reader_params(cls))
-            return readers[name]
-
         report = ReadReport(StageStats(), "skip")
-        docs = read_task(split, reader, report)
+        docs = read_task(split, ctx.recipe.reader, report)
         try:
             texts += texts_within_bytes((doc.text for doc in docs), share)
         finally:

@@ -38,8 +38,11 @@ class Stage:
     name: ClassVar[str] = ""
     kind: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
-    requires: ClassVar[tuple[str, ...]] = ()
-    provides: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ()  # artifacts (dataprep.stage.artifacts) it cannot run without
+    uses: ClassVar[
+        tuple[str, ...]
+    ] = ()  # artifacts it reads when an earlier stage (or the run) provides them
+    provides: ClassVar[tuple[str, ...]] = ()  # artifacts it publishes
 
     def __init__(self, params: Any):
         self.params = params

@@ -7,8 +7,8 @@ A recipe's stage list is cut into *passes* at every global stage that needs the 
     pass 1: G1.apply -> map stages ... -> G2.compute    (same tasks, reading pass 0's documents)
     ...
 
-Each task of a pass is a pure function of (OUT, pass, task): :func:`task.run_task`. It writes its
-documents (frames: a pickle of the columns per batch; Parquet only for the documents that become
+Each task of a pass is a pure function of (the run's spec, OUT, pass, task): :func:`task.run_task`.
+It writes its documents (frames: Arrow IPC; Parquet only for the documents that become
 outputs), its rejected documents and its stats under OUT/work/, then a completion marker, each
 through a rename. A rerun skips tasks and decisions whose markers exist, so a run killed at any
 point resumes and produces byte-identical outputs; since tasks are fixed by the input (never by

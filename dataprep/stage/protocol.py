@@ -7,7 +7,7 @@
   (:class:`GlobalStage`).
 * ``reader``  - turns one input split into documents (:class:`dataprep.stage.reader.Reader`).
 
-Stages declare the artifacts they read and write (``requires`` / ``provides``, names of
+Stages declare the artifacts they read and write (``requires`` / ``uses`` / ``provides``, names of
 :data:`dataprep.stage.artifacts.ARTIFACTS`), and the recipe loader checks that every requirement is
 provided by an earlier stage. Stage objects are built from their parameters alone, in any process,
 so a local process pool and a Ray cluster run the same code.
@@ -38,11 +38,11 @@ class Stage:
     name: ClassVar[str] = ""
     kind: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
-    requires: ClassVar[tuple[str, ...]] = ()  # artifacts (dataprep.stage.artifacts) it cannot run without
-    uses: ClassVar[
-        tuple[str, ...]
-    ] = ()  # artifacts it reads when an earlier stage (or the run) provides them
-    provides: ClassVar[tuple[str, ...]] = ()  # artifacts it publishes
+    # artifacts (names of dataprep.stage.artifacts.ARTIFACTS): those it cannot run without, those
+    # it reads when an earlier stage (or the run) provides them, those it publishes
+    requires: ClassVar[tuple[str, ...]] = ()
+    uses: ClassVar[tuple[str, ...]] = ()
+    provides: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Any):
         self.params = params

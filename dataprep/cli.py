@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 EXIT_FAILED = 1
@@ -181,9 +181,24 @@ def _cmd_train_quality(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from dataprep.executors import executor_names
+class _ExecutorNames:
+    """``--executor``'s choices: the registered executors (:mod:`dataprep.executors`), read when
+    argparse first needs them (an --executor given, ``prepare --help``), so that other commands
+    and a run on the default executor do not pay for reading the entry points."""
 
+    def _names(self) -> list[str]:
+        from dataprep.executors import executor_names
+
+        return executor_names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="dataprep",
         description="Offline data preparation for LLM pretraining: clean, deduplicate, tokenize and pack "
@@ -210,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
     p.add_argument(
         "--executor",
-        choices=executor_names(),
+        choices=_ExecutorNames(),
         default="local",
         help="where the work runs: local, a process pool (default); ray, a Ray cluster "
         "(pip install 'dataprep[ray]'); or a plug-in's executor",

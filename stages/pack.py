@@ -802,6 +802,7 @@ class Pack(GlobalStage):
     name = "pack"
     Params = PackParams
     requires = ("tokenizer",)
+    uses = ("sources",)  # the mix, when the recipe has sources
     terminal = True
 
     def __init__(self, params: PackParams):

@@ -1,6 +1,6 @@
 """The shard-format registry: one entry per format pairs everything that touches its files.
 
-A :class:`ShardFormat` names its writer (a :class:`dataprep.stage.ShardWriter`, also listed by
+A :class:`ShardFormat` names its writer (a :class:`dataprep.stage.shard_writer.ShardWriter`, also listed by
 ``dataprep stages`` and named in ``pack.writers``), how one file is read back as rows (for
 ``dataprep verify`` and ``dataprep inspect``), how a split is read for training (``pretrain/``),
 and what ``inspect`` needs without a manifest. The packing stage, verify, inspect and the
@@ -19,23 +19,41 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from dataprep.formats.manifest import FileEntry, ShardsManifest
+
 if TYPE_CHECKING:
-    from dataprep.formats.readers_for_training import SplitFiles
     from dataprep.formats.rows import RowBatch
-    from dataprep.stage import ShardWriter
+    from dataprep.stage.shard_writer import ShardWriter
 
 BUILTIN = (
     "dataprep.formats.bin_shards",
     "dataprep.formats.mindrecord_shards",
     "dataprep.formats.megatron_shards",
 )
+
+
+@dataclass
+class SplitFiles:
+    """One split in one format: its files (absolute paths, manifest order) and the shard metadata."""
+
+    out: Path
+    split: str
+    format: str  # a registered shard format
+    files: list[Path]
+    entries: list[FileEntry]
+    rows: int  # rows listed in the manifest for these files
+    shards: ShardsManifest = field(repr=False)  # the manifest's "shards" section
+
+    @property
+    def row_length(self) -> int:
+        return self.shards.row_length
 
 
 class TrainingRows(Protocol):
@@ -69,7 +87,7 @@ class ShardFormat:
     """One shard format.
 
     name: the writer's name (``pack.writers``) and the ``format`` of its files in the manifest.
-    writer: writes its files (built per process; see :class:`dataprep.stage.ShardWriter`).
+    writer: writes its files (built per process; see :class:`dataprep.stage.shard_writer.ShardWriter`).
     suffix: the data file's suffix; ``companions``: the suffixes that replace it in the names of
       the files beside it (its index: ``x.idx`` for ``x.bin``, ``x.mindrecord.db`` for
       ``x.mindrecord``), which stand for it on the command line (``inspect x.idx`` reads ``x.bin``).
@@ -120,14 +138,11 @@ _DISCOVERED = False
 
 
 def register_format(fmt: ShardFormat) -> ShardFormat:
-    """Make ``fmt`` known by its name (its writer also joins the stage registry); returns it."""
-    from dataprep.stage import register
-
+    """Make ``fmt`` known by its name (the stage registry lists its writer too); returns it."""
     existing = _FORMATS.get(fmt.name)
     if existing is not None and existing.writer.__qualname__ != fmt.writer.__qualname__:
         raise TypeError(f"shard format {fmt.name!r} is registered twice")
     _FORMATS[fmt.name] = fmt
-    register(fmt.writer)
     return fmt
 
 

@@ -76,7 +76,7 @@ def write_shard_file(job: ShardFileJob) -> list[dict[str, Any]]:
     batch as recorded, and left for the caller to remove (a retried job must find them)."""
     from dataprep.formats.registry import get_format
     from dataprep.formats.rowspool import read_part
-    from dataprep.stage import NoParams
+    from dataprep.stage.params import NoParams
 
     writers = [get_format(name).writer(NoParams(), Path(job.shard_dir), job.meta) for name in job.writers]
     handles = [w.open_file(job.split, job.index) for w in writers]

@@ -74,6 +74,7 @@ def _cmd_stages(args: argparse.Namespace) -> int:
     import dataclasses
 
     from dataprep import stage as registry
+    from dataprep.formats.registry import all_formats
     from dataprep.recipe import InputParams
 
     def show_params(cls: type, skip: set[str]) -> None:
@@ -88,7 +89,7 @@ def _cmd_stages(args: argparse.Namespace) -> int:
     common = {f.name for f in dataclasses.fields(InputParams)}
     print("input options (recipe 'input:' section, all readers):")
     show_params(InputParams, set())
-    kinds = ("reader", "map", "global", "writer")
+    kinds = ("reader", "map", "global")
     for kind in kinds:
         items = [c for c in registry.all_stages().values() if c.kind == kind]
         if not items:
@@ -106,6 +107,10 @@ def _cmd_stages(args: argparse.Namespace) -> int:
                     f"provides: {', '.join(cls.provides) or '-'}"
                 )
             show_params(cls.Params, common if kind == "reader" else set())
+    print("\nshard formats (pack.writers):")
+    for fmt in all_formats():
+        doc = (fmt.writer.__doc__ or "").strip().splitlines()[0] if fmt.writer.__doc__ else ""
+        print(f"  {fmt.name}: {doc}")
     return 0
 
 

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import yaml
 
 from dataprep import stage as registry
+from dataprep.formats.registry import all_formats
 from dataprep.stage import GlobalStage, RecipeError, Stage, param
 
 
@@ -292,6 +293,11 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
         try:
             cls = registry.get(name)
         except RecipeError:
+            if name in {f.name for f in all_formats()}:
+                raise RecipeError(
+                    f"{where}: stages[{i}] {name!r} is a shard format, not a pipeline stage "
+                    "(name it in pack.writers)"
+                ) from None
             known = ", ".join(n for n, c in registry.all_stages().items() if c.kind in ("map", "global"))
             raise RecipeError(
                 f"{where}: stages[{i}]: unknown stage {name!r}; known stages: {known}"

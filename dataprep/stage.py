@@ -12,8 +12,6 @@ Kinds of stage:
 * ``global``  - needs the whole corpus before it can decide (dedup, tokenizer training, packing):
   ``compute`` per task, then ``decide`` once, then ``apply`` per task in the next pass
   (:class:`GlobalStage`).
-* ``writer``  - writes packed rows to a shard format (:class:`ShardWriter`); each is part of a
-  shard format's entry in :mod:`dataprep.formats.registry`, with its reader and verifier.
 
 Stages declare the artifacts they read and write (``requires`` / ``provides``, e.g. "tokenizer"),
 and the recipe loader checks that every requirement is provided by an earlier stage.
@@ -441,54 +439,6 @@ class ReadReport:
         return doc
 
 
-class ShardWriter:
-    """Writes packed rows into one shard format: one file (plus any index) per planned shard file.
-
-    Built with the shards directory and the run's shard metadata (row_length, dtype,
-    with_loss_mask, and ``plan``: rows per file for each split), in the driver and again in
-    whichever process writes a file, so building one has no side effects. ``prepare`` (driver,
-    once, before any file) sets up directories. Then, for each file, in any process and in any
-    order among files: ``open_file(split, k)`` returns a handle, ``write(handle, rows)`` takes
-    :class:`dataprep.formats.rows.RowBatch` es (tokens [rows, row_length] plus each row's
-    actual_seq_len) in the file's row order, and ``close_file(handle)`` returns the file's
-    manifest entry. ``commit`` (driver, once every file is closed) e.g. moves a staging directory
-    into place. ``warm_up`` (a module-level function of one ignored argument, e.g. a slow import)
-    may be run ahead in the processes that will write files.
-
-    ``takes = "documents"``: a writer of whole documents instead of rows (one sequence per
-    document, e.g. the ``megatron`` format). It writes one file per split: ``open_file(split, 0)``,
-    then ``write(handle, docs)`` with :class:`dataprep.formats.rows.DocumentBatch` es holding the
-    split's kept documents (tokens without EOS) in the order the packer streams them, then
-    ``close_file(handle)``; the rows' shard plan does not apply to it.
-    """
-
-    name: ClassVar[str] = ""
-    kind: ClassVar[str] = "writer"
-    takes: ClassVar[str] = "rows"  # or "documents"
-    Params: ClassVar[type] = NoParams
-    warm_up: ClassVar[Callable[[Any], Any] | None] = None
-
-    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
-        self.params = params
-        self.out_dir = out_dir
-        self.meta = meta
-
-    def prepare(self) -> None:
-        """Driver, before any file is opened."""
-
-    def open_file(self, split: str, k: int) -> Any:
-        raise NotImplementedError
-
-    def write(self, handle: Any, rows: Any) -> None:
-        raise NotImplementedError
-
-    def close_file(self, handle: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def commit(self) -> None:
-        """Driver, once every file is closed."""
-
-
 # ---------------------------------------------------------------------------------------------
 # Registry
 
@@ -497,7 +447,7 @@ _DISCOVERED = False
 
 
 def register(cls: type) -> type:
-    """Class decorator: make a stage (or reader, or writer) available to recipes by its name."""
+    """Class decorator: make a stage (or reader) available to recipes by its name."""
     name = getattr(cls, "name", "")
     if not name:
         raise TypeError(f"{cls.__qualname__} has no 'name'")
@@ -515,9 +465,6 @@ def _discover() -> None:
     if _DISCOVERED:
         return
     _DISCOVERED = True
-    from dataprep.formats.registry import discover as discover_formats
-
-    discover_formats()  # the shard formats' writers
     package = importlib.import_module("stages")
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):

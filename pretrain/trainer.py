@@ -378,7 +378,7 @@ class Trainer:
     def _check_init_source(self) -> None:
         """config.json against the training config, and the tokenizer beside the checkpoint against
         the manifest's (pretrain/hf_checks.py); ConfigError (one line) on a mismatch."""
-        from dataprep.formats.manifest import load_manifest
+        from dataprep.formats.manifest import read_manifest
 
         src = self.init_source
         try:
@@ -391,10 +391,8 @@ class Trainer:
                 self.log(f"init_from: no config.json beside {src.path}: model fields not compared")
             names = (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json", "config.json")
             if any((src.checkpoint_dir / n).is_file() for n in names):
-                _, manifest = load_manifest(self.data)
-                for note in check_tokenizer(
-                    src.checkpoint_dir, manifest.get("tokenizer") or {}, self.split.out
-                ):
+                _, manifest = read_manifest(self.data)
+                for note in check_tokenizer(src.checkpoint_dir, manifest.tokenizer or {}, self.split.out):
                     self.log(f"init_from: {note}")
             else:
                 self.log(f"init_from: no tokenizer files beside {src.path}: vocabulary not compared")

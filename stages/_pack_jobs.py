@@ -33,6 +33,7 @@ from dataprep.formats.rows import DocumentBatch
 from dataprep.shards.accounting import PackStats, SplitTotals
 from dataprep.shards.output import SplitRows
 from dataprep.shards.spool import Bucket, Buckets, RowSpool, iter_records, merge_buckets, split_buckets
+from dataprep.stage import DriverContext
 from stages._packers import ConcatPacker, DocChunk, Packing
 
 CHUNK_TOKENS = 1 << 22
@@ -379,7 +380,9 @@ def _pack_per_task(
     return shares, stats, assign, [r["rows"] for r in results]
 
 
-def pack_split(ctx: Any, split_index: int, spills: SplitSpills, settings: PackSettings) -> SplitRows:
+def pack_split(
+    ctx: DriverContext, split_index: int, spills: SplitSpills, settings: PackSettings
+) -> SplitRows:
     """Pack one split into its spool (``ctx``: the stage's :class:`dataprep.stage.DriverContext`),
     with jobs on the workers. ``concat``: a run of tasks' rows start at a token offset known from
     the counts every task reported, so a job numbers its rows itself and the driver joins only the

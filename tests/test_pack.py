@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dataprep.formats.rows import RowBatch
 from dataprep.shards.accounting import PackStats
 from dataprep.shards.output import SplitRows, bucket_order
-from dataprep.shards.plan import shard_plan
+from dataprep.shards.plan import FilesSettings, shard_plan
 from dataprep.shards.spool import (
     OUT_ROWS,
     Buckets,
@@ -328,6 +328,20 @@ def test_shard_plan_puts_every_row_in_a_file(rows, files, equal, sizes, remainde
     last = len(sizes) - 1
     assert plan.stem("train", last) == ("train-remainder" if remainder else f"train-{last:05d}")
     assert plan.stem("train", 0) == "train-00000"
+
+
+def test_file_counts_follow_shards_shard_mb_and_shard_multiple():
+    """Train: ``shards`` files when set, else about shard_mb MiB of int32 rows each, rounded up to
+    a multiple of shard_multiple (one file below shard_multiple rows); validation: about shard_mb
+    each, sizes within a row."""
+    row_length = 256  # 1 KiB of int32 a row: 1024 rows a MiB
+    assert FilesSettings(shards=3).plan("train", 100, row_length).sizes == [33, 33, 33, 1]
+    one_mb = FilesSettings(shard_mb=1, shard_multiple=4)
+    assert len(one_mb.plan("train", 5 * 1024, row_length).sizes) == 8  # 5 files' worth -> 8
+    assert one_mb.plan("train", 3, row_length).sizes == [3]
+    unequal = FilesSettings(shard_mb=1, equal_shards=False)
+    assert unequal.plan("train", 8 * 1024 + 3, row_length).sizes == [513] * 3 + [512] * 13  # 9 -> 16 files
+    assert FilesSettings(shard_mb=1).plan("validation", 2049, row_length).sizes == [683, 683, 683]
 
 
 def test_validation_split_is_a_stable_fraction_of_ids():

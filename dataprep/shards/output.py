@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from dataprep.shards.files import (
 )
 from dataprep.shards.plan import TOKEN_DTYPES, FilesSettings, ShardPlan
 from dataprep.shards.spool import COUNTS, Bucket, Buckets, ScatterJob, scatter_bucket
+
+if TYPE_CHECKING:
+    from dataprep.stage import DriverContext
 
 SPLITS = ("train", "validation")
 
@@ -121,7 +124,11 @@ def bucket_order(
 
 
 def _scatter_and_write(
-    ctx: Any, scatter_jobs: Iterator[ScatterJob], writers: list[str], shard_dir: str, meta: ShardMeta
+    ctx: DriverContext,
+    scatter_jobs: Iterator[ScatterJob],
+    writers: list[str],
+    shard_dir: str,
+    meta: ShardMeta,
 ) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
     """Run the scatter jobs and start each file's job as soon as the buckets holding its rows are
     done. Returns the counts written per split, and the manifest entries (writer by writer, files
@@ -169,7 +176,7 @@ def _scatter_and_write(
     return written, entries
 
 
-def write_shards(ctx: Any, spec: ShardOutput, splits: dict[str, SplitInput]) -> ShardsManifest:
+def write_shards(ctx: DriverContext, spec: ShardOutput, splits: dict[str, SplitInput]) -> ShardsManifest:
     """Write the shards of ``splits`` (train first) into ``ctx.output_dir / "shards"`` in every
     format of ``spec.writers`` (``ctx``: the packing stage's :class:`dataprep.stage.DriverContext`),
     remove the spool, check every split's tokens and return the manifest's ``shards`` block."""

@@ -63,6 +63,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 def _cmd_stages(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from dataprep.formats.registry import all_formats
     from dataprep.recipe import InputParams
     from dataprep.stage.params import param_fields, type_name
     from dataprep.stage.registry import all_stages
@@ -79,7 +80,7 @@ def _cmd_stages(args: argparse.Namespace) -> int:
     common = {f.name for f in dataclasses.fields(InputParams)}
     print("input options (recipe 'input:' section, all readers):")
     show_params(InputParams, set())
-    kinds = ("reader", "map", "global", "writer")
+    kinds = ("reader", "map", "global")
     for kind in kinds:
         items = [c for c in all_stages().values() if c.kind == kind]
         if not items:
@@ -98,6 +99,10 @@ def _cmd_stages(args: argparse.Namespace) -> int:
                     + f"provides: {', '.join(cls.provides) or '-'}"
                 )
             show_params(cls.Params, common if kind == "reader" else set())
+    print("\nshard formats (pack.writers):")
+    for fmt in all_formats():
+        doc = (fmt.writer.__doc__ or "").strip().splitlines()[0] if fmt.writer.__doc__ else ""
+        print(f"  {fmt.name}: {doc}")
     return 0
 
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import yaml
 
+from dataprep.formats.registry import all_formats
 from dataprep.stage import registry
 from dataprep.stage.artifacts import ARTIFACTS, check_declarations
 from dataprep.stage.params import RecipeError, build_params, param
@@ -301,6 +302,11 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
         try:
             cls = registry.get(name)
         except RecipeError:
+            if name in {f.name for f in all_formats()}:
+                raise RecipeError(
+                    f"{where}: stages[{i}] {name!r} is a shard format, not a pipeline stage "
+                    "(name it in pack.writers)"
+                ) from None
             known = ", ".join(n for n, c in registry.all_stages().items() if c.kind in ("map", "global"))
             raise RecipeError(
                 f"{where}: stages[{i}]: unknown stage {name!r}; known stages: {known}"

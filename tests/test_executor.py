@@ -330,7 +330,7 @@ def test_a_pool_run_warms_its_workers_for_the_shard_writers_while_the_tokenizer_
     warm = [arg for fn, arg in submitted if fn is warm_up_at_low_priority]
     assert warm == [import_mindrecord] * 2
     # sent while the tokenizer trained: before the first job of the packing end
-    first_pack_job = next(i for i, (fn, _) in enumerate(submitted) if fn.__module__ == "stages.pack")
+    first_pack_job = next(i for i, (fn, _) in enumerate(submitted) if fn.__module__ == "stages._pack_jobs")
     assert max(i for i, (fn, _) in enumerate(submitted) if fn is warm_up_at_low_priority) < first_pack_job
 
 

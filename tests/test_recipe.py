@@ -41,6 +41,10 @@ def variant(**changes: object) -> dict:
         (variant(input={"txt_mod": "line"}), "unknown input option(s) txt_mod"),
         (variant(extra=1), "unknown top-level key(s) extra"),
         (variant(stages=[{"jsonl": {}}]), "is a reader, not a pipeline stage"),
+        (
+            variant(stages=[{"bin": {}}]),
+            "'bin' is a shard format, not a pipeline stage (name it in pack.writers)",
+        ),
         (variant(stages=[{"tokenize": {"vocab_size": 10}}]), "vocab_size must be at least"),
         (variant(seed="zero"), "seed must be an integer"),
     ],

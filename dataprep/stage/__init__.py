@@ -7,8 +7,9 @@ Modules: :mod:`~dataprep.stage.protocol` (the kinds of stage: map, scored filter
 :mod:`~dataprep.stage.reader` (readers, input splits, the bad-input report),
 :mod:`~dataprep.stage.params` (``Params`` dataclasses and their checking),
 :mod:`~dataprep.stage.artifacts` (what stages require and provide),
-:mod:`~dataprep.stage.registry` (stages by name) and :mod:`~dataprep.stage.shard_writer` (the
-shard formats' writers). The framework imports these modules themselves.
+:mod:`~dataprep.stage.registry` (stages by name). A shard format's writer is not a stage: it
+lives with the format registry (:class:`dataprep.formats.registry.ShardWriter`). The framework
+imports these modules themselves.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataprep.stage.params import NoParams, RecipeError, build_params, param, pa
 from dataprep.stage.protocol import GlobalStage, MapStage, NothingLeft, ScoredFilter, Stage, StageResult
 from dataprep.stage.reader import InputError, InputSplit, Reader, ReadReport
 from dataprep.stage.registry import all_stages, get, readers, register
-from dataprep.stage.shard_writer import ShardWriter
 from dataprep.worker_env import IsolatedProcess
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "Reader",
     "RecipeError",
     "ScoredFilter",
-    "ShardWriter",
     "Stage",
     "StageContext",
     "StageResult",

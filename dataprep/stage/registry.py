@@ -20,7 +20,7 @@ _DISCOVERED = False
 
 
 def register(cls: type) -> type:
-    """Class decorator: make a stage (or reader, or writer) available to recipes by its name."""
+    """Class decorator: make a stage (or reader) available to recipes by its name."""
     name = getattr(cls, "name", "")
     if not name:
         raise TypeError(f"{cls.__qualname__} has no 'name'")
@@ -44,10 +44,6 @@ def _discover() -> None:
             importlib.import_module(f"stages.{info.name}")
     for ep in entry_points(group="dataprep.stages"):
         ep.load()
-    from dataprep.formats.registry import all_formats  # the shard formats' writers, listed as stages
-
-    for fmt in all_formats():
-        register(fmt.writer)
 
 
 def get(name: str) -> type:

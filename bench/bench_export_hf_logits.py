@@ -67,7 +67,7 @@ def mindspore_logits(run: Path, docs: list[list[int]]) -> list[np.ndarray]:
 def documents(run: Path, count: int, max_len: int) -> list[list[int]]:
     """The first ``count`` documents that lie whole in the first row of the run's first .bin train
     file (between two EOS), cut to ``max_len`` tokens."""
-    from dataprep.formats.dataset import iter_bin_file
+    from dataprep.formats.bin_shards import iter_bin_file
     from dataprep.formats.manifest import read_manifest
 
     record = json.loads((run / "run.json").read_text())

@@ -115,9 +115,10 @@ def write_speeds(out: Path, scratch: Path) -> dict[str, float]:
     import mindspore.mindrecord  # noqa: F401  (import cost is not part of the write speed)
     import numpy as np
 
-    from dataprep import stage as registry
     from dataprep.formats import open_bin
+    from dataprep.formats.registry import ShardMeta, get_format
     from dataprep.formats.rows import RowBatch
+    from dataprep.shards.plan import ShardPlan
 
     split = open_bin(out)
     L = split.row_length
@@ -134,8 +135,8 @@ def write_speeds(out: Path, scratch: Path) -> dict[str, float]:
     n = len(split)
     speeds = {}
     for name in ("bin", "mindrecord"):
-        meta = {"row_length": L, "dtype": "int32", "plan": {"train": [n]}, "with_loss_mask": False}
-        writer = registry.get(name)(registry.NoParams(), scratch / name, meta)
+        meta = ShardMeta(L, "int32", 1 << 31, 0, plan={"train": ShardPlan([n])})
+        writer = get_format(name).writer(scratch / name, meta)
         t0 = time.perf_counter()
         writer.prepare()
         handle = writer.open_file("train", 0)

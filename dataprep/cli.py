@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 EXIT_FAILED = 1
@@ -20,24 +20,14 @@ EXIT_USAGE = 2
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from dataprep.docstore import WorkMismatch
-    from dataprep.executor import RunError, prepare
+    from dataprep.executor import RunError, UsageError, prepare
     from dataprep.plan import InputNotFound
     from dataprep.recipe import load_recipe
-    from dataprep.stage import InputError, RecipeError
+    from dataprep.stage.params import RecipeError
+    from dataprep.stage.reader import InputError
 
     try:
         recipe = load_recipe(args.recipe, seed=args.seed)
-        if bool(recipe.sources) == bool(args.inputs):
-            print(
-                "error: "
-                + (
-                    "the recipe lists its inputs under 'sources:'; give no INPUT"
-                    if recipe.sources
-                    else "give at least one INPUT (or a recipe with 'sources:')"
-                ),
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
         prepare(
             args.inputs,
             args.out,
@@ -50,7 +40,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             resume_only=args.resume_only,
         )
-    except (RecipeError, InputNotFound) as e:
+    except (RecipeError, InputNotFound, UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (InputError, RunError, WorkMismatch) as e:
@@ -73,24 +63,26 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 def _cmd_stages(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from dataprep import stage as registry
+    from dataprep.formats.registry import all_formats
     from dataprep.recipe import InputParams
+    from dataprep.stage.params import param_fields, type_name
+    from dataprep.stage.registry import all_stages
 
     def show_params(cls: type, skip: set[str]) -> None:
-        for name, tp, default, help_text in registry.param_fields(cls):
+        for name, tp, default, help_text in param_fields(cls):
             if name in skip:
                 continue
             shown = "(required)" if default is dataclasses.MISSING else repr(default)
-            print(f"      {name}: {registry.type_name(tp)} = {shown}")
+            print(f"      {name}: {type_name(tp)} = {shown}")
             if help_text:
                 print(f"          {help_text}")
 
     common = {f.name for f in dataclasses.fields(InputParams)}
     print("input options (recipe 'input:' section, all readers):")
     show_params(InputParams, set())
-    kinds = ("reader", "map", "global", "writer")
+    kinds = ("reader", "map", "global")
     for kind in kinds:
-        items = [c for c in registry.all_stages().values() if c.kind == kind]
+        items = [c for c in all_stages().values() if c.kind == kind]
         if not items:
             continue
         print(f"\n{kind} stages:")
@@ -100,12 +92,17 @@ def _cmd_stages(args: argparse.Namespace) -> int:
             if kind == "reader":
                 extra = f" [{' '.join(cls.extensions)}]"
             print(f"  {cls.name}{extra}: {doc}")
-            if getattr(cls, "requires", ()) or getattr(cls, "provides", ()):
+            if getattr(cls, "requires", ()) or getattr(cls, "uses", ()) or getattr(cls, "provides", ()):
                 print(
                     f"      requires: {', '.join(cls.requires) or '-'}; "
-                    f"provides: {', '.join(cls.provides) or '-'}"
+                    + (f"uses: {', '.join(cls.uses)}; " if cls.uses else "")
+                    + f"provides: {', '.join(cls.provides) or '-'}"
                 )
             show_params(cls.Params, common if kind == "reader" else set())
+    print("\nshard formats (pack.writers):")
+    for fmt in all_formats():
+        doc = (fmt.writer.__doc__ or "").strip().splitlines()[0] if fmt.writer.__doc__ else ""
+        print(f"  {fmt.name}: {doc}")
     return 0
 
 
@@ -161,7 +158,7 @@ def _cmd_train_tokenizer(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_quality(args: argparse.Namespace) -> int:
-    from dataprep import stage as registry
+    from dataprep.stage import registry
 
     # The quality_classifier stage brings its own training command (found through the registry:
     # the framework imports no concrete stage).
@@ -187,6 +184,23 @@ def _cmd_train_quality(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+
+
+class _ExecutorNames:
+    """``--executor``'s choices: the registered executors (:mod:`dataprep.executors`), read when
+    argparse first needs them (an --executor given, ``prepare --help``), so that other commands
+    and a run on the default executor do not pay for reading the entry points."""
+
+    def _names(self) -> list[str]:
+        from dataprep.executors import executor_names
+
+        return executor_names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,9 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
     p.add_argument(
         "--executor",
-        choices=["local", "ray"],
+        choices=_ExecutorNames(),
         default="local",
-        help="local process pool (default) or Ray (pip install 'dataprep[ray]')",
+        help="where the work runs: local, a process pool (default); ray, a Ray cluster "
+        "(pip install 'dataprep[ray]'); or a plug-in's executor",
     )
     p.add_argument(
         "--ray-address",

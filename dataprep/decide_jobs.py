@@ -34,7 +34,7 @@ from dataprep.io import write_text_atomic
 
 if TYPE_CHECKING:
     from dataprep.executor.base import Executor
-    from dataprep.stage import DriverContext
+    from dataprep.stage.context import DriverContext
 
 J = TypeVar("J")
 R = TypeVar("R")

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataprep import stage as registry
 from dataprep.io import (
     SNIFF_BYTES,
     bom_encoding,
@@ -39,7 +38,8 @@ from dataprep.io import (
 )
 from dataprep.readers import LineReader
 from dataprep.recipe import InputParams, Recipe
-from dataprep.stage import InputSplit, ReadReport
+from dataprep.stage import registry
+from dataprep.stage.reader import InputSplit, Reader, ReadReport
 
 MIN_SPLIT_BYTES = 1 << 20
 
@@ -324,7 +324,7 @@ def _split_json(t: InputSplit) -> dict[str, Any]:
     }
 
 
-def reader_for(path: str, params: InputParams) -> type[registry.Reader] | None:
+def reader_for(path: str, params: InputParams) -> type[Reader] | None:
     readers = registry.readers()
     if params.format != "auto":
         return next(r for r in readers if r.name == params.format)
@@ -532,9 +532,7 @@ def make_plan(
     there (deleted after the first pass). The plan depends only on the input, never on the worker
     count, so outputs stay identical for any number of workers.
     """
-    params = registry.build_params(
-        InputParams, {k: v for k, v in recipe.input.items() if k in InputParams.__dataclass_fields__}, "input"
-    )
+    params = recipe.input_params
     by_kind: dict[str, tuple[str | None, Any]] = {}  # per logical suffix: (reader name, its parameters)
     jobs: list[ScanJob] = []
     for f in files:
@@ -543,7 +541,7 @@ def make_plan(
             reader = reader_for(f.path, params)
             rp = None
             if reader is not None:
-                rp = dataclasses.replace(recipe.reader_params(reader), split_bytes=params.split_bytes)
+                rp = dataclasses.replace(recipe.readers[reader.name], split_bytes=params.split_bytes)
             by_kind[kind] = (None if reader is None else reader.name, rp)
         jobs.append((f, *by_kind[kind], hash_files))
     notes: list[dict[str, str]] = []
@@ -645,7 +643,7 @@ def _map(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
 
 def _max_line_bytes(recipe: Recipe, task: InputSplit) -> int | None:
     """The reader's line limit for a task, when its parameters have one."""
-    params = recipe.reader_params(registry.get(task.reader))
+    params = recipe.readers[task.reader]
     limit = getattr(params, "max_line_bytes", None)
     return limit if isinstance(limit, int) else None
 
@@ -675,9 +673,9 @@ def _chunk_compressed(
         reader = registry.get(t.reader)
         return (
             compression_of(t.path) is not None
-            and _plain_lines(t.path, recipe.reader_params(registry.get(t.reader)))
+            and _plain_lines(t.path, recipe.readers[t.reader])
             and t.nbytes > chunk_bytes // 4
-            and reader.chunkable(recipe.reader_params(reader))
+            and reader.chunkable(recipe.readers[t.reader])
         )
 
     todo = [k for k, t in enumerate(tasks) if chunked(t)]

@@ -23,7 +23,7 @@ from dataprep.io import (
     transcoded,
 )
 from dataprep.recipe import InputParams
-from dataprep.stage import InputError, InputSplit, Reader, ReadReport
+from dataprep.stage.reader import InputError, InputSplit, Reader, ReadReport
 
 
 @dataclass

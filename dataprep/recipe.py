@@ -11,7 +11,10 @@
       - pack: {seq_length: 512}
 
 Loading validates every stage name and parameter (unknown names, wrong types, missing artifacts)
-and fills in defaults; the resolved recipe is what gets saved into OUT and hashed.
+and fills in defaults, once: the result, a :class:`Recipe`, is the run's typed spec (every stage
+with its typed parameters, per source too; every reader with its typed parameters; one cache of
+built readers). The driver hands that object to the planner, the executor and the workers; its
+:meth:`Recipe.resolved` form is what gets saved into OUT and hashed.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ from typing import Any, Literal
 
 import yaml
 
-from dataprep import stage as registry
-from dataprep.stage import GlobalStage, RecipeError, Stage, param
+from dataprep.formats.registry import all_formats
+from dataprep.stage import registry
+from dataprep.stage.artifacts import ARTIFACTS, check_declarations
+from dataprep.stage.params import RecipeError, build_params, param
+from dataprep.stage.protocol import GlobalStage, Stage
+from dataprep.stage.reader import Reader
 
 
 @dataclass
@@ -150,6 +157,12 @@ class OutputParams:
 
 @dataclass
 class Recipe:
+    """A resolved recipe: the run's typed spec. ``input``: every input option with its default
+    filled in (what is saved); ``input_params``: the options shared by every reader, typed;
+    ``readers``: each reader's typed parameters by reader name; ``by_source``: the stages as they
+    run on each source with overrides (``sources[].stages``). Built once by :func:`parse_recipe`
+    and passed on as it is (pickled to the workers); nothing downstream validates it again."""
+
     name: str
     seed: int
     input: dict[str, Any]
@@ -158,6 +171,13 @@ class Recipe:
     sources: list[SourceSpec] = dataclasses.field(default_factory=list)
     mix: MixParams | None = None
     output: OutputParams = dataclasses.field(default_factory=OutputParams)
+    input_params: InputParams = dataclasses.field(default_factory=InputParams)
+    readers: dict[str, Any] = dataclasses.field(default_factory=dict)
+    by_source: dict[str, list[StageSpec]] = dataclasses.field(default_factory=dict)
+    _built_readers: dict[str, Reader] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_built_readers": {}}  # readers are built where they read
 
     def resolved(self) -> dict[str, Any]:
         """The recipe with every default filled in (what is saved and hashed)."""
@@ -176,19 +196,7 @@ class Recipe:
     def stages_for(self, source: str) -> list[StageSpec]:
         """The stages as they run on the documents of ``source``: its overrides (``sources[].stages``,
         map stages only) merged into the recipe's parameters of every stage of that name."""
-        spec = next((s for s in self.sources if s.name == source), None)
-        if spec is None or not spec.stages:
-            return self.stages
-        out = []
-        for st in self.stages:
-            over = spec.stages.get(st.name)
-            if over:
-                cls = registry.get(st.name)
-                merged = {**dataclasses.asdict(st.params), **over}
-                params = registry.build_params(cls.Params, merged, f"sources.{source}.stages.{st.name}")
-                st = StageSpec(st.label, st.name, params)
-            out.append(st)
-        return out
+        return self.by_source.get(source, self.stages)
 
     def sources_by_priority(self) -> list[SourceSpec]:
         """The sources, highest priority first (ties: recipe order): the order of their files in
@@ -201,13 +209,12 @@ class Recipe:
         canonical = json.dumps(self.resolved(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
-    def reader_params(self, reader_cls: type) -> Any:
-        fields = {f.name for f in dataclasses.fields(reader_cls.Params)}
-        return registry.build_params(
-            reader_cls.Params,
-            {k: v for k, v in self.input.items() if k in fields},
-            f"input ({reader_cls.name})",
-        )
+    def reader(self, name: str) -> Reader:
+        """The reader named ``name`` with the recipe's parameters, built once per process."""
+        built = self._built_readers.get(name)
+        if built is None:
+            built = self._built_readers[name] = registry.get(name)(self.readers[name])
+        return built
 
 
 def builtin_recipes() -> list[str]:
@@ -248,7 +255,7 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     raw_output = data.get("output") or {}
     if not isinstance(raw_output, dict):
         raise RecipeError(f"{where}: 'output' must be a mapping (e.g. output: {{documents: true}})")
-    output = registry.build_params(OutputParams, raw_output, f"{where}: output")
+    output = build_params(OutputParams, raw_output, f"{where}: output")
     raw_input = data.get("input") or {}
     if not isinstance(raw_input, dict):
         raise RecipeError(f"{where}: 'input' must be a mapping")
@@ -258,16 +265,18 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
             f"{where}: unknown input option(s) {', '.join(bad_input)}; "
             f"valid: {', '.join(sorted(_input_fields()))}"
         )
-    common = registry.build_params(
+    common = build_params(
         InputParams, {k: v for k, v in raw_input.items() if k in _field_names(InputParams)}, f"{where}: input"
     )
     resolved_input = dataclasses.asdict(common)
+    readers: dict[str, Any] = {}
     for reader in registry.readers():
-        params = registry.build_params(
+        params = build_params(
             reader.Params,
             {k: v for k, v in raw_input.items() if k in _field_names(reader.Params)},
             f"{where}: input",
         )
+        readers[reader.name] = params
         resolved_input.update(dataclasses.asdict(params))
     raw_stages = data.get("stages")
     if not isinstance(raw_stages, list):
@@ -285,26 +294,36 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
             raise RecipeError(
                 f"{where}: stages[{i}] must be a stage name or a one-key mapping {{name: {{params}}}}"
             )
+    sources = parse_sources(data.get("sources"), where)
     specs: list[StageSpec] = []
     seen: dict[str, int] = {}
-    provided: set[str] = set()
+    provided = {a.name for a in ARTIFACTS.values() if a.by_run and sources}  # the mix, by the run
     for i, (name, raw_params) in enumerate(names):
         try:
             cls = registry.get(name)
         except RecipeError:
+            if name in {f.name for f in all_formats()}:
+                raise RecipeError(
+                    f"{where}: stages[{i}] {name!r} is a shard format, not a pipeline stage "
+                    "(name it in pack.writers)"
+                ) from None
             known = ", ".join(n for n, c in registry.all_stages().items() if c.kind in ("map", "global"))
             raise RecipeError(
                 f"{where}: stages[{i}]: unknown stage {name!r}; known stages: {known}"
             ) from None
         if cls.kind not in ("map", "global"):
             raise RecipeError(f"{where}: stages[{i}] {name!r} is a {cls.kind}, not a pipeline stage")
-        params = registry.build_params(cls.Params, raw_params, f"{where}: stages[{i}] {name}")
+        params = build_params(cls.Params, raw_params, f"{where}: stages[{i}] {name}")
         seen[name] = seen.get(name, 0) + 1
         label = name if seen[name] == 1 else f"{name}.{seen[name]}"
-        missing = [r for r in cls.requires if r not in provided]
-        if missing:
+        wrong = check_declarations(cls, where)
+        if wrong:
+            raise RecipeError(wrong)
+        for missing in [r for r in cls.requires if r not in provided]:
+            providers = [n for n, c in registry.all_stages().items() if missing in getattr(c, "provides", ())]
             raise RecipeError(
-                f"{where}: stage {name!r} needs {', '.join(missing)}, which no earlier stage provides"
+                f"{where}: stage {name!r} needs {missing}, which no earlier stage provides"
+                + (f" (put {' or '.join(providers)} before it)" if providers else "")
             )
         provided |= set(cls.provides)
         if issubclass(cls, GlobalStage) and cls.terminal and i != len(names) - 1:
@@ -313,9 +332,9 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
     recipe_seed = data.get("seed", 0)
     if isinstance(recipe_seed, bool) or not isinstance(recipe_seed, int):
         raise RecipeError(f"{where}: seed must be an integer")
-    sources = parse_sources(data.get("sources"), where)
+    by_source: dict[str, list[StageSpec]] = {}
     for src in sources:  # overrides: of map stages the recipe has, with valid parameters
-        for stage_name, over in src.stages.items():
+        for stage_name in src.stages:
             named = [s for s in specs if s.name == stage_name]
             if not named:
                 raise RecipeError(f"{where}: source {src.name}: the recipe has no stage {stage_name!r}")
@@ -325,11 +344,24 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
                     f"{where}: source {src.name}: {stage_name} is a {cls.kind} stage; only map stages "
                     "(filters, cleaners) can be set per source"
                 )
-            merged = {**dataclasses.asdict(named[0].params), **over}
-            registry.build_params(cls.Params, merged, f"{where}: sources.{src.name}.stages.{stage_name}")
+        if src.stages:  # every stage of an overridden name gets the override merged into its own
+            by_source[src.name] = [
+                StageSpec(
+                    st.label,
+                    st.name,
+                    build_params(
+                        registry.get(st.name).Params,
+                        {**dataclasses.asdict(st.params), **src.stages[st.name]},
+                        f"{where}: sources.{src.name}.stages.{st.name}",
+                    ),
+                )
+                if src.stages.get(st.name)
+                else st
+                for st in specs
+            ]
     if "mix" in data and not sources:
         raise RecipeError(f"{where}: 'mix' needs 'sources'")
-    mix = registry.build_params(MixParams, data.get("mix") or {}, f"{where}: mix") if sources else None
+    mix = build_params(MixParams, data.get("mix") or {}, f"{where}: mix") if sources else None
     packs = [s for s in specs if s.name == "pack"]
     if sources and packs:
         if getattr(packs[0].params, "packing", "concat") == "bestfit":
@@ -350,6 +382,9 @@ def parse_recipe(data: Any, where: str, seed: int | None = None) -> Recipe:
         sources=sources,
         mix=mix,
         output=output,
+        input_params=common,
+        readers=readers,
+        by_source=by_source,
     )
 
 
@@ -415,8 +450,3 @@ def load_recipe(ref: str, seed: int | None = None) -> Recipe:
     except yaml.YAMLError as e:
         raise RecipeError(f"{where}: not valid YAML: {e}") from None
     return parse_recipe(data, where, seed)
-
-
-def recipe_from_resolved(data: dict[str, Any]) -> Recipe:
-    """Rebuild a Recipe from ``Recipe.resolved()`` output (used by workers)."""
-    return parse_recipe(data, "resolved recipe")

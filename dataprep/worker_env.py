@@ -1,4 +1,5 @@
-"""Set-up of a pool worker process, run before anything heavy is imported in it.
+"""Set-up of a pool worker process, run before anything heavy is imported in it; the processes a
+run starts end with it (:func:`exit_with_parent`, :class:`IsolatedProcess`).
 
 A worker runs one task per CPU beside the others, so a library that starts a thread per core in
 every process (OpenBLAS / OpenMP under numpy, the tokenizers encoder) would put N x N threads on
@@ -18,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 ONE_THREAD = {
@@ -126,3 +127,34 @@ def _end_now() -> None:
 def worker_setup(_: Any = None) -> dict[str, Any]:
     """What :func:`init_pool_worker` found and set in this process (for tests)."""
     return {"numpy_was_loaded": numpy_was_loaded, **{k: os.environ.get(k) for k in ONE_THREAD}}
+
+
+class IsolatedProcess:
+    """A fresh (spawned) process for one call, after which it exits. Created ahead of the call
+    with a ``warm_up`` (a module-level function of one ignored argument, e.g. imports), its
+    start-up overlaps whatever the driver does until then. It ends when the process that created
+    it does, killed included (:func:`exit_with_parent`)."""
+
+    def __init__(self, warm_up: Callable[[Any], Any] | None = None):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(
+            1, mp_context=mp.get_context("spawn"), initializer=exit_with_parent, initargs=(os.getpid(),)
+        )
+        if warm_up is not None:
+            self._pool.submit(warm_up, None)  # the process starts with its first call
+
+    def close(self) -> None:
+        """End the process without a call."""
+        self._pool.shutdown()
+
+    def run(self, fn: Callable[[Any], Any], arg: Any, while_waiting: Callable[[], None] | None = None) -> Any:
+        """fn(arg) in the process, which then exits; ``while_waiting()`` runs here meanwhile."""
+        try:
+            future = self._pool.submit(fn, arg)
+            if while_waiting is not None:
+                while_waiting()
+            return future.result()
+        finally:
+            self._pool.shutdown()

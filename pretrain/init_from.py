@@ -46,7 +46,7 @@ class InitFrom:
     def check(self, model: dict[str, Any], allow: Iterable[str], data: Path, split_out: Path) -> None:
         """config.json against the config's ``model`` section (a dict), and the tokenizer beside the
         checkpoint against the manifest's of ``data``; ConfigError (one line) on a mismatch."""
-        from dataprep.formats.manifest import load_manifest
+        from dataprep.formats.manifest import read_manifest
 
         src = self.source
         try:
@@ -57,8 +57,8 @@ class InitFrom:
                 self.log(f"init_from: no config.json beside {src.path}: model fields not compared")
             names = (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json", "config.json")
             if any((src.checkpoint_dir / n).is_file() for n in names):
-                _, manifest = load_manifest(data)
-                for note in check_tokenizer(src.checkpoint_dir, manifest.get("tokenizer") or {}, split_out):
+                _, manifest = read_manifest(data)
+                for note in check_tokenizer(src.checkpoint_dir, manifest.tokenizer or {}, split_out):
                     self.log(f"init_from: {note}")
             else:
                 self.log(f"init_from: no tokenizer files beside {src.path}: vocabulary not compared")

@@ -1,6 +1,6 @@
-"""A small synthetic dataset in the shard contract (manifest.json + .bin rows with side files and/or
-MindRecord), for tests and benchmarks of the training loop that must not depend on a full
-``dataprep prepare`` run.
+"""A small synthetic dataset in the shard contract (manifest.json + shards written by the shard
+formats' writers: .bin/.idx and/or MindRecord), for tests and benchmarks of the training loop that
+must not depend on a full ``dataprep prepare`` run.
 
 Documents are random token sequences (ids drawn from a skewed distribution over
 ``[first_id, vocab_size)``, so a model can learn something), each followed by EOS, concatenated and
@@ -10,15 +10,13 @@ cumulative document ends (``actual_seq_len``) are stored; the last value is the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dataprep.formats.binrows import BinRowsWriter
-from dataprep.formats.idx import IdxWriter
+from dataprep.formats.manifest import FileEntry
 from dataprep.formats.rows import RowBatch
 
 
@@ -66,10 +64,6 @@ def make_rows(
     return rows, asl
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def write_dataset(
     out: str | Path,
     rows: int = 64,
@@ -78,88 +72,76 @@ def write_dataset(
     formats: tuple[str, ...] = ("bin",),
     validation_rows: int = 0,
     boundaries: bool = True,
-    mindrecord_shards: int = 1,
+    files: int = 1,
     seed: int = 0,
     eos_id: int = 2,
     pad_id: int = 0,
 ) -> Path:
-    """Write a dataset into ``out`` (manifest.json + shards/) and return ``out``.
+    """Write a dataset into ``out`` (manifest.json + shards/) through the writers of the shard
+    ``formats`` (rows of formats of rows; int32 tokens) and return ``out``.
 
-    ``boundaries``: store actual_seq_len (MindRecord field; .bin side files); else only input_ids.
+    ``files``: files per split (sizes within one row of each other). ``boundaries`` False: the
+    .bin files lose their .idx, so only input_ids are stored (the bin format alone).
     """
+    from dataprep.formats.manifest import Manifest, ShardsManifest, SplitEntry
+    from dataprep.formats.registry import ShardMeta, get_format
+    from dataprep.shards.plan import shard_plan
+
+    if not boundaries and set(formats) != {"bin"}:
+        raise ValueError("boundaries=False: only the bin format stores rows without boundaries")
     out = Path(out)
     shard_dir = out / "shards"
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    splits: dict[str, Any] = {}
+    made: dict[str, RowBatch] = {}
     for split, n, split_seed in (("train", rows, seed), ("validation", validation_rows, seed + 1)):
-        if n <= 0:
-            continue
-        data, asl = make_rows(n, seq_length, vocab_size, eos_id, pad_id, seed=split_seed)
-        files: list[dict[str, Any]] = []
-        if "bin" in formats:
-            w = BinRowsWriter(shard_dir / f"{split}-00000.bin", "int32", seq_length + 1)
-            w.write(data)
-            entry: dict[str, Any] = {
-                "path": f"shards/{split}-00000.bin",
-                "format": "bin",
-                "split": split,
-                **w.close(),
-            }
-            if boundaries:  # the .idx carries actual_seq_len (dataprep.formats.idx)
-                idx = IdxWriter(shard_dir / f"{split}-00000.idx", "int32", seq_length + 1)
-                idx.add(RowBatch(data, np.concatenate(asl), np.array([len(a) for a in asl])))
-                idx.close()
-                entry["index"] = {
-                    "path": f"shards/{split}-00000.idx",
-                    "sha256": _sha256(shard_dir / f"{split}-00000.idx"),
-                }
-            files.append(entry)
-        if "mindrecord" in formats:
-            from mindspore.mindrecord import FileWriter
-
-            name = f"{split}.mindrecord"
-            fw = FileWriter(str(shard_dir / name), shard_num=mindrecord_shards, overwrite=True)
-            schema: dict[str, Any] = {"input_ids": {"type": "int32", "shape": [-1]}}
-            if boundaries:
-                schema["actual_seq_len"] = {"type": "int32", "shape": [-1]}
-            fw.add_schema(schema, "packed rows")
-            records = []
-            for r in range(n):
-                rec = {"input_ids": np.array(data[r], dtype=np.int32)}
-                if boundaries:
-                    rec["actual_seq_len"] = np.array(asl[r], dtype=np.int32)
-                records.append(rec)
-            fw.write_raw_data(records)
-            fw.commit()
-            names = [name] if mindrecord_shards == 1 else [f"{name}{k}" for k in range(mindrecord_shards)]
-            for nm in names:
-                files.append(
-                    {
-                        "path": f"shards/{nm}",
-                        "format": "mindrecord",
-                        "split": split,
-                        "sha256": _sha256(shard_dir / nm),
-                    }
-                )
-        splits[split] = {
-            "rows": n,
-            "tokens": int(sum(int(a[-1]) for a in asl)),
-            "files": files,
-        }
-    manifest = {
-        "format_version": 1,
-        "tokenizer": {"vocab_size": vocab_size, "eos_id": eos_id, "pad_id": pad_id, "bos_id": 1},
-        "shards": {
-            "seq_length": seq_length,
-            "row_length": seq_length + 1,
-            "dtype": "int32",
-            "vocab_size": vocab_size,
-            "packing": "concat",
-            "eos_id": eos_id,
-            "pad_id": pad_id,
-            "bos_id": 1,
-            "splits": splits,
-        },
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        if n > 0:
+            data, asl = make_rows(n, seq_length, vocab_size, eos_id, pad_id, seed=split_seed)
+            made[split] = RowBatch(data, np.concatenate(asl), np.asarray([len(a) for a in asl]))
+    plans = {split: shard_plan(len(batch), files, False) for split, batch in made.items()}
+    meta = ShardMeta(seq_length + 1, "int32", vocab_size, eos_id, plan=plans)
+    writers = [get_format(name).writer(shard_dir, meta) for name in formats]
+    for writer in writers:
+        writer.prepare()
+    splits: dict[str, SplitEntry] = {}
+    for split, batch in made.items():
+        entries: list[dict[str, Any]] = []
+        start = 0
+        for k, size in enumerate(plans[split].sizes):
+            part = batch.select(np.arange(start, start + size))
+            start += size
+            for writer in writers:
+                handle = writer.open_file(split, k)
+                writer.write(handle, part)
+                entries.append(writer.close_file(handle))
+        real = batch.real_tokens
+        eos = int(((batch.tokens == eos_id) & (np.arange(seq_length + 1)[None, :] < real[:, None])).sum())
+        splits[split] = SplitEntry(
+            rows=len(batch),
+            tokens=int(real.sum()),
+            documents=eos,
+            doc_tokens=int(real.sum()) - eos,
+            eos_tokens=eos,
+            padding_tokens=int(len(batch) * (seq_length + 1) - real.sum()),
+            files=[FileEntry.from_json(e) for w in range(len(writers)) for e in entries[w :: len(writers)]],
+        )
+    for writer in writers:
+        writer.commit()
+    if not boundaries:  # rows alone: the .idx files go
+        for entry in (f for s in splits.values() for f in s.files):
+            if entry.index is not None:
+                (out / entry.index.path).unlink()
+                entry.index = None
+    shards = ShardsManifest(
+        seq_length=seq_length,
+        row_length=seq_length + 1,
+        dtype="int32",
+        vocab_size=vocab_size,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        bos_id=1,
+        formats=list(formats),
+        splits=splits,
+    )
+    tokenizer = {"vocab_size": vocab_size, "eos_id": eos_id, "pad_id": pad_id, "bos_id": 1}
+    manifest = Manifest("", {}, seed, [], {}, {"tokenizer": tokenizer, "shards": shards})
+    (out / "manifest.json").write_text(json.dumps(manifest.to_json(), indent=1), encoding="utf-8")
     return out

@@ -1,8 +1,9 @@
 """The data mix: how many copies of each document the train split gets, and in which order, so
 that every source reaches its target share of the training tokens (see docs/mixing.md).
 
-Pure functions of the documents' ids and token counts and of the seed, used by the pack stage's
-decide; nothing here depends on the worker count or the order jobs finish in.
+Pure functions of the documents' ids and token counts and of the seed, and :func:`apply_mix`,
+which the pack stage's decide calls with them; nothing here depends on the worker count or the
+order jobs finish in.
 
 * :func:`plan_targets`: the tokens each source should contribute. With ``total_tokens`` 0 the
   output is as large as the shares allow without any source going past its ``max_epochs``
@@ -22,11 +23,21 @@ Token counts here include each document's EOS (what the stream holds).
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from dataprep.decide_jobs import DecideJobs
+from dataprep.document import Document, Drop
+from dataprep.formats.manifest import MixManifest, SourceMix
+from dataprep.shards.output import SplitRows
+from dataprep.stage import DriverContext, InputError
 
 
 @dataclass
@@ -213,3 +224,150 @@ def rewrite_task(job: RewriteJob) -> None:
     if cuts is not None:
         write("cuts", np.ascontiguousarray(gather(cuts, cut_off), dtype="<i4").tobytes())
     write("ids", json.dumps([where[i] for i in order.tolist()], ensure_ascii=False).encode() + b"\n")
+
+
+def _warn(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def apply_mix(
+    ctx: DriverContext, metas: list[dict[str, Any]], row: int
+) -> tuple[MixManifest, Path, list[dict[str, Any]]]:
+    """The mix of the train split (``ctx``: the packing stage's; ``metas``: its tasks' meta.json;
+    ``row``: tokens a row holds under concat packing, else 1): per source its target tokens, each
+    document's copies, each task's copies in stream order (two copies of a document never in
+    one row); the train spills rewritten so into ``work/mixed`` (one job per task), the
+    documents no copy of which is written rejected (``mix_not_chosen``). Returns the
+    manifest's ``mix`` block, the directory of the rewritten spills and the metas describing
+    them. A source short of its share: a warning, or under ``mix.policy: strict`` an
+    InputError before anything is written."""
+    config = ctx.artifacts["sources"]
+    sources, settings = config["sources"], config["mix"]
+    names = [s["name"] for s in sources]
+    tasks = [t for t, m in zip(ctx.task_ids, metas, strict=True) if m["train"]["documents"]]
+    by_task = dict(zip(ctx.task_ids, metas, strict=True))
+    lengths: dict[str, np.ndarray] = {}
+    where: dict[str, list[list[Any]]] = {}
+    for t in tasks:
+        lengths[t] = np.fromfile(ctx.work_dir / f"{t}.train.docs", dtype="<i8").reshape(-1, 2)[:, 0] + 1
+        with open(ctx.work_dir / f"{t}.train.ids", encoding="utf-8") as f:
+            where[t] = [w for line in f for w in json.loads(line)]
+    of_source = [[t for t in tasks if by_task[t]["source"] == k] for k in range(len(names))]
+    available = [int(sum(int(lengths[t].sum()) for t in ts)) for ts in of_source]
+    targets = plan_targets(
+        available,
+        [s["share"] for s in sources],
+        [s["max_epochs"] for s in sources],
+        int(settings.get("total_tokens", 0)),
+    )
+    short = [k for k, n in enumerate(targets.short) if n >= 1]
+    for k in short:
+        have = available[k] * sources[k]["max_epochs"]
+        msg = (
+            f"mix: source {names[k]!r} is short by {int(targets.short[k])} tokens: its share "
+            f"{sources[k]['share']:g} of {int(targets.total)} is {int(targets.goal[k])} tokens, it has "
+            f"{available[k]} after cleaning and dedup (x max_epochs {sources[k]['max_epochs']:g} = "
+            f"{int(have)})"
+        )
+        if settings.get("policy") == "strict":
+            raise InputError(f"{msg}; mix.policy is strict, so no shard was written")
+        _warn(f"warning: {msg}; the achieved shares will differ from the targets")
+    mult: dict[str, np.ndarray] = {}
+    for k, ts in enumerate(of_source):
+        if not ts:
+            continue
+        ids = [w[0] for t in ts for w in where[t]]
+        joined = np.concatenate([lengths[t] for t in ts])
+        m = multiplicities(joined, doc_hash(ids, ctx.seed), targets.planned[k])
+        cuts = np.cumsum([0] + [len(lengths[t]) for t in ts])
+        for j, t in enumerate(ts):
+            mult[t] = m[cuts[j] : cuts[j + 1]]
+    mixed_dir = ctx.work_dir / "mixed"
+    mixed_dir.mkdir(exist_ok=True)
+    offset = 0
+    jobs: list[RewriteJob] = []
+    new_metas = [json.loads(json.dumps(m)) for m in metas]
+    new_by_task = dict(zip(ctx.task_ids, new_metas, strict=True))
+    written = [[0, 0] for _ in names]  # copies, tokens (with EOS)
+    kept = [[0, 0] for _ in names]
+    unplaced = [0 for _ in names]
+    for i, t in enumerate(tasks):
+        k = by_task[t]["source"]
+        order, left = order_copies(lengths[t], mult[t], offset, row, [ctx.seed, i])
+        offset += int(lengths[t][order].sum())
+        np.save(mixed_dir / f"{t}.order.npy", order)
+        dtype = by_task[t].get("token_dtype", "<i4")
+        order_path = str(mixed_dir / f"{t}.order.npy")
+        jobs.append(RewriteJob(str(ctx.work_dir), str(mixed_dir), t, dtype, order_path))
+        new_by_task[t]["train"]["documents"] = len(order)
+        new_by_task[t]["train"]["doc_tokens"] = int(lengths[t][order].sum()) - len(order)
+        written[k][0] += len(order)
+        written[k][1] += int(lengths[t][order].sum())
+        chosen = mult[t] > 0
+        kept[k][0] += int(chosen.sum())
+        kept[k][1] += int(lengths[t][chosen].sum())
+        unplaced[k] += int(left.sum())
+        for j in np.flatnonzero(~chosen).tolist():
+            doc_id, source, chars = where[t][j]
+            drop = Drop(
+                Document(id=doc_id, text="", source=source),
+                "mix_not_chosen",
+                detail=f"source {names[k]}: not among the documents chosen (seeded hash) for its share",
+                extra={"source": names[k], "tokens": int(lengths[t][j]) - 1},
+            )
+            ctx.reject(drop, chars=chars)
+    for t, m in zip(ctx.task_ids, new_metas, strict=True):
+        if t not in mult:
+            m["train"]["documents"] = m["train"]["doc_tokens"] = 0
+    DecideJobs(ctx).map(rewrite_task, jobs)
+    shares = achieved([w[1] for w in written])
+    tolerance = float(settings.get("tolerance", 0.005))
+    entries: dict[str, SourceMix] = {}
+    for k, name in enumerate(names):
+        docs_available = sum(len(lengths[t]) for t in of_source[k])
+        entries[name] = SourceMix(
+            source_id=k,
+            target_share=sources[k]["share"],
+            achieved_share=round(shares[k], 6),
+            epochs=epochs_of(written[k][1], available[k]),
+            max_epochs=sources[k]["max_epochs"],
+            priority=sources[k]["priority"],
+            docs_available=docs_available,
+            tokens_available=available[k],
+            docs_kept=kept[k][0],
+            tokens_kept=kept[k][1],
+            docs_written=written[k][0],
+            tokens_written=written[k][1],
+            short_tokens=int(targets.short[k]),
+            unplaced_copies=unplaced[k],
+        )
+        for key in ("docs_written", "tokens_written", "unplaced_copies"):
+            ctx.stats.count(f"mix_{key}.{name}", getattr(entries[name], key))
+    met = all(within(e.achieved_share, e.target_share, tolerance) for e in entries.values())
+    mix = MixManifest(
+        sources=entries,
+        total_tokens=int(sum(w[1] for w in written)),
+        policy=str(settings.get("policy", "warn")),
+        tolerance=tolerance,
+        met=met,
+        short=[names[k] for k in short],
+    )
+    if not met and not short:
+        _warn("warning: mix: achieved shares outside the tolerance of the targets (see manifest.json mix)")
+    return mix, mixed_dir, new_metas
+
+
+def count_rows(ctx: DriverContext, mix: MixManifest, train: SplitRows | None) -> None:
+    """Each source's rows in the train split (a row is its first token's source), into ``mix``
+    and the stage's counters."""
+    if train is None or train.sources is None:
+        return
+    starts, ids = train.sources
+    ends = [*starts[1:], train.rows]
+    for name, entry in mix.sources.items():
+        entry.rows = sum(
+            max(0, min(e, train.rows) - s)
+            for s, e, i in zip(starts, ends, ids, strict=True)
+            if i == entry.source_id
+        )
+        ctx.stats.count(f"mix_rows.{name}", entry.rows)

@@ -170,6 +170,7 @@ class MinhashDedup(GlobalStage):
 
     name = "minhash_dedup"
     Params = MinhashDedupParams
+    uses = ("boilerplate_paragraphs",)  # with exclude_boilerplate, when paragraph_dedup runs before
 
     def __init__(self, params: MinhashDedupParams):
         super().__init__(params)

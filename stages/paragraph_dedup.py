@@ -144,6 +144,7 @@ class ParagraphDedup(GlobalStage):
 
     name = "paragraph_dedup"
     Params = ParagraphDedupParams
+    provides = ("boilerplate_paragraphs",)
 
     def __init__(self, params: ParagraphDedupParams):
         super().__init__(params)

@@ -110,17 +110,13 @@ def read_with_readers(inputs: list[str]) -> Iterator[list[Document]]:
     recipe), one list per input split."""
     from dataprep.plan import expand_inputs, make_plan
     from dataprep.recipe import load_recipe
-    from dataprep.stage import ReadReport, get
+    from dataprep.stage import ReadReport
 
     recipe = load_recipe("default")
     report = ReadReport(StageStats(), recipe.input.get("on_error", "skip"))
     plan = make_plan(expand_inputs(inputs), recipe, report)
-    readers: dict[str, Any] = {}
     for split in (part for task in plan.tasks for part in task.parts()):  # file by file
-        if split.reader not in readers:
-            cls = get(split.reader)
-            readers[split.reader] = cls(recipe.reader_params(cls))
-        yield list(readers[split.reader].read(split, report))
+        yield list(recipe.reader(split.reader).read(split, report))
 
 
 def _id_number(rng: random.Random) -> str:

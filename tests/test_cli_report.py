@@ -42,7 +42,8 @@ def test_stages_lists_every_kind_with_parameters() -> None:
         "global stages:",
         "pack:",
         "seq_length: int = 512",
-        "writer stages:",
+        "shard formats (pack.writers):",
+        "  megatron: ",
         "requires: tokenizer",
     ):
         assert expected in r.stdout

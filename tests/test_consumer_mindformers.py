@@ -126,18 +126,19 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _manifest_rows(out: Path) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
     """Per split, every row as (input_ids, seg_ends), read by dataprep's own MindRecord reader."""
-    from dataprep.formats.manifest import shard_files
+    from dataprep.formats.manifest import read_manifest
     from dataprep.formats.mindrecord import read_rows
 
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    _, manifest = read_manifest(out)
+    assert manifest.shards is not None
     rows: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for split, listed in manifest["shards"]["splits"].items():
+    for split, listed in manifest.shards.splits.items():
         rows[split] = [
             (r["input_ids"], r["seg_ends"])
-            for path, _ in shard_files(out, manifest, split, "mindrecord")
-            for r in read_rows(path)
+            for entry in manifest.split_files(out, split, "mindrecord")
+            for r in read_rows(out / entry.path)
         ]
-        assert len(rows[split]) == listed["rows"], split
+        assert len(rows[split]) == listed.rows, split
     return rows
 
 

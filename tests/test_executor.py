@@ -217,9 +217,8 @@ def test_a_one_worker_run_encodes_with_one_thread_like_a_pool_worker(monkeypatch
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
     monkeypatch.setenv("RAYON_NUM_THREADS", "2")
     seen: list[int] = []
-    monkeypatch.setattr(executor, "run_task", lambda *_: seen.append(default_threads()))
     with Progress("t", quiet=True) as bar:
-        executor.LocalExecutor(1).run_pass(Path("unused"), 0, [0, 1], bar)
+        executor.LocalExecutor(1).run_pass(lambda *_: seen.append(default_threads()), [0, 1], bar)
     assert seen == [1, 1]
     assert default_threads() == 2  # restored after the pass
 
@@ -331,7 +330,7 @@ def test_a_pool_run_warms_its_workers_for_the_shard_writers_while_the_tokenizer_
     warm = [arg for fn, arg in submitted if fn is warm_up_at_low_priority]
     assert warm == [import_mindrecord] * 2
     # sent while the tokenizer trained: before the first job of the packing end
-    first_pack_job = next(i for i, (fn, _) in enumerate(submitted) if fn.__module__ == "stages.pack")
+    first_pack_job = next(i for i, (fn, _) in enumerate(submitted) if fn.__module__ == "stages._pack_jobs")
     assert max(i for i, (fn, _) in enumerate(submitted) if fn is warm_up_at_low_priority) < first_pack_job
 
 
@@ -357,3 +356,18 @@ def test_progress_is_relayed_until_the_end_of_pass_marker() -> None:
     relay.join(timeout=600)  # bounds a hang only: the relay ends at the None
     assert not relay.is_alive()
     assert got == [(3, 30), (1, 7)] and updates.get_nowait() == (9, 9)
+
+
+def test_executors_are_named_by_their_entry_points_and_the_cli_offers_those_names() -> None:
+    from dataprep.cli import build_parser
+    from dataprep.executor.pool import LocalExecutor
+    from dataprep.executors import executor_names, make_executor
+
+    assert {"local", "ray"} <= set(executor_names())
+    with make_executor("local", 1) as local:
+        assert isinstance(local, LocalExecutor) and local.workers == 1
+    with pytest.raises(ValueError, match=r"unknown executor 'nope' \(known: .*local"):
+        make_executor("nope", 1)
+    prepare = build_parser()._subparsers._group_actions[0].choices["prepare"]  # type: ignore[union-attr]
+    executor = next(a for a in prepare._actions if a.dest == "executor")
+    assert list(executor.choices) == executor_names()

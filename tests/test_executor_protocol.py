@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import SMALL_RECIPE, jsonl_bytes, output_bytes, run
-from dataprep.executor.base import Executor, done_future
-from dataprep.executor.task import run_task
+from dataprep.executor.base import Executor, PassTask, done_future
 from dataprep.progress import Progress
 
 pytestmark = pytest.mark.e2e
@@ -23,8 +22,8 @@ pytestmark = pytest.mark.e2e
 class InlineExecutor(Executor):
     """Runs a run's work in this process, in order; counts what it was sent."""
 
-    def __init__(self) -> None:
-        self.workers = 2
+    def __init__(self, workers: int = 2, address: str | None = None) -> None:
+        self.workers = workers
         self.sent: dict[str, int] = {"run_pass": 0, "map": 0, "submit": 0}
         self.closed = False
 
@@ -32,10 +31,10 @@ class InlineExecutor(Executor):
     def has_workers(self) -> bool:
         return True
 
-    def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
+    def run_pass(self, task: PassTask, task_indices: list[int], bar: Progress) -> None:
         self.sent["run_pass"] += 1
         for t in task_indices:
-            run_task(str(out), pass_index, t, bar.update)
+            task(t, bar.update)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         self.sent["map"] += 1

@@ -156,7 +156,7 @@ def test_symlinked_directory_is_read_once(tmp_path: Path) -> None:
 def test_a_file_gone_between_plan_and_read_is_named(tmp_path: Path) -> None:
     from dataprep.plan import expand_inputs, make_plan
     from dataprep.recipe import load_recipe
-    from dataprep.stage import ReadReport, read_task
+    from dataprep.stage.reader import ReadReport, read_task
     from dataprep.stats import StageStats
     from stages.read_jsonl import JsonlReader
 
@@ -166,7 +166,7 @@ def test_a_file_gone_between_plan_and_read_is_named(tmp_path: Path) -> None:
     report = ReadReport(StageStats(), "skip")
     plan = make_plan(expand_inputs([str(f)]), recipe, report)
     f.unlink()
-    reader = JsonlReader(recipe.reader_params(JsonlReader))
+    reader = recipe.reader(JsonlReader.name)
     assert list(read_task(plan.tasks[0], lambda name: reader, report)) == []
     assert report.samples["read_error"][0]["where"] == "a.jsonl"
     assert "No such file" in report.samples["read_error"][0]["message"]

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from dataprep.executor import prepare
-from dataprep.formats.dataset import iter_bin_file
+from dataprep.formats.bin_shards import iter_bin_file
 from dataprep.formats.verify import verify
 from dataprep.recipe import RecipeError, load_recipe, parse_recipe
 from stages.pack import split_of

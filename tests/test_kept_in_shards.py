@@ -21,7 +21,8 @@ import pytest
 
 from dataprep.docstore import read_docs
 from dataprep.executor import plan_passes, prepare
-from dataprep.formats.dataset import iter_bin_file, iter_mindrecord_file
+from dataprep.formats.bin_shards import iter_bin_file
+from dataprep.formats.mindrecord_shards import iter_mindrecord_file
 from dataprep.formats.readers_for_training import open_split
 from dataprep.formats.rows import RowBatch
 from dataprep.formats.verify import verify

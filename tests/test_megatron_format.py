@@ -13,18 +13,18 @@ import pytest
 
 from conftest import SMALL_RECIPE, jsonl_bytes, run
 from dataprep.formats.megatron_shards import MegatronShardWriter, megatron_dtype, read_sequences
-from dataprep.formats.registry import format_of_file, get_format
+from dataprep.formats.registry import ShardMeta, format_of_file, get_format
 from dataprep.formats.rows import DocumentBatch
 from dataprep.io import file_sha256
-from dataprep.stage import NoParams, RecipeError
+from dataprep.stage import RecipeError
 
 FIXTURES = Path(__file__).parent / "data" / "megatron"
 CASES = json.loads((FIXTURES / "tokens.json").read_text())
 
 
 def _write(tmp: Path, case: dict[str, Any], split: str, batches: list[list[list[int]]]) -> dict[str, Any]:
-    meta = {"vocab_size": case["vocab_size"], "eos_id": case["eos_id"]}
-    writer = MegatronShardWriter(NoParams(), tmp / "shards", meta)
+    meta = ShardMeta(row_length=1, dtype="int32", vocab_size=case["vocab_size"], eos_id=case["eos_id"])
+    writer = MegatronShardWriter(tmp / "shards", meta)
     writer.prepare()
     handle = writer.open_file(split, 0)
     for docs in batches:
@@ -57,7 +57,9 @@ def test_the_dtype_is_megatrons_optimal_dtype_and_a_vocabulary_beyond_int32_is_r
     assert megatron_dtype(65499) == "uint16"  # DType.optimal_dtype: cardinality < 65500
     assert megatron_dtype(65500) == "int32"
     assert megatron_dtype(1 << 31) == "int32"  # ids 0 .. 2**31 - 1 all fit
-    writer = MegatronShardWriter(NoParams(), tmp_path, {"vocab_size": (1 << 31) + 1, "eos_id": 2})
+    writer = MegatronShardWriter(
+        tmp_path, ShardMeta(row_length=1, dtype="int32", vocab_size=(1 << 31) + 1, eos_id=2)
+    )
     with pytest.raises(RecipeError, match=r"vocabulary of 2147483649 ids does not fit .* int32"):
         writer.prepare()
     assert not (tmp_path / "megatron").exists()

@@ -11,7 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataprep.formats.rows import RowBatch
-from dataprep.formats.rowspool import (
+from dataprep.shards.accounting import PackStats
+from dataprep.shards.output import SplitRows, bucket_order
+from dataprep.shards.plan import FilesSettings, shard_plan
+from dataprep.shards.spool import (
     OUT_ROWS,
     Buckets,
     RowSpool,
@@ -21,22 +24,20 @@ from dataprep.formats.rowspool import (
     read_part,
     scatter_bucket,
 )
-from dataprep.formats.shardplan import shard_plan
-from stages.pack import (
-    BestFitPacker,
-    ConcatPacker,
-    DocChunk,
-    PackStats,
-    PadPacker,
-    Spooled,
-    _bucket_order,
-    piece_ends,
-    split_of,
-    task_chunks,
-    task_ranges,
-)
+from stages._pack_jobs import task_chunks, task_ranges
+from stages._packers import BestFitPacker, ConcatPacker, DocChunk, PadPacker, piece_ends
+from stages.pack import split_of
 
 EOS, PAD = 2, 0
+
+
+def _settings(params):
+    """Packing into an int32 spool, as decide sets it up for ``params``."""
+    from stages._pack_jobs import PackSettings
+
+    return PackSettings(
+        params.packer, params.row_length, EOS, PAD, "<i4", params.shuffle, params.shuffle_buffer_mb
+    )
 
 
 def make_docs(lengths: list[int], seed: int = 0) -> list[np.ndarray]:
@@ -199,11 +200,11 @@ def shuffled_files(
         shares.append(spool.close())
     if reverse_writers:  # a bucket's files out of stream order (as the driver's joined rows are)
         shares = shares[::-1]
-    spooled = {"train": Spooled(tmp / "spool", merge_buckets(shares), assign, PackStats())}
+    spooled = {"train": SplitRows(tmp / "spool", merge_buckets(shares), assign, PackStats())}
     (tmp / "parts").mkdir()
     jobs = [
         ScatterJob("train", i, bucket, L, "<i4", EOS, start, np.cumsum(sizes), perm, str(tmp / "parts"))
-        for i, (_, bucket, start, perm) in enumerate(_bucket_order(spooled, seed or 0))
+        for i, (_, bucket, start, perm) in enumerate(bucket_order(spooled, seed or 0))
     ]
     results = (
         [scatter_bucket(job) for job in jobs[::-1]][::-1] if reverse_jobs else list(map(scatter_bucket, jobs))
@@ -329,6 +330,20 @@ def test_shard_plan_puts_every_row_in_a_file(rows, files, equal, sizes, remainde
     assert plan.stem("train", 0) == "train-00000"
 
 
+def test_file_counts_follow_shards_shard_mb_and_shard_multiple():
+    """Train: ``shards`` files when set, else about shard_mb MiB of int32 rows each, rounded up to
+    a multiple of shard_multiple (one file below shard_multiple rows); validation: about shard_mb
+    each, sizes within a row."""
+    row_length = 256  # 1 KiB of int32 a row: 1024 rows a MiB
+    assert FilesSettings(shards=3).plan("train", 100, row_length).sizes == [33, 33, 33, 1]
+    one_mb = FilesSettings(shard_mb=1, shard_multiple=4)
+    assert len(one_mb.plan("train", 5 * 1024, row_length).sizes) == 8  # 5 files' worth -> 8
+    assert one_mb.plan("train", 3, row_length).sizes == [3]
+    unequal = FilesSettings(shard_mb=1, equal_shards=False)
+    assert unequal.plan("train", 8 * 1024 + 3, row_length).sizes == [513] * 3 + [512] * 13  # 9 -> 16 files
+    assert FilesSettings(shard_mb=1).plan("validation", 2049, row_length).sizes == [683, 683, 683]
+
+
 def test_validation_split_is_a_stable_fraction_of_ids():
     ids = [f"doc{i}" for i in range(20000)]
     share = sum(split_of(i, 0.1) == "validation" for i in ids) / len(ids)
@@ -386,19 +401,21 @@ def test_concat_packed_by_runs_of_tasks_equals_packing_the_whole_stream(
     joined by the driver; every row keeps its stream index."""
     from dataprep.stage import DriverContext
     from dataprep.stats import StageStats
-    from stages import pack as pack_module
-    from stages.pack import Pack, PackParams
+    from stages import _pack_jobs
+    from stages.pack import PackParams
 
-    monkeypatch.setattr(pack_module, "CHUNK_TOKENS", 16)  # several chunks per task
+    monkeypatch.setattr(_pack_jobs, "CHUNK_TOKENS", 16)  # several chunks per task
     work = tmp_path_factory.mktemp("work")
     tasks = [make_docs(lengths, seed=i) for i, lengths in enumerate(task_docs)]
     metas = spill_tasks(work, tasks, spill)
     if not any(tasks):
         return
-    stage = Pack(PackParams(seq_length=L - 1, shuffle=shuffle, tail=tail, shuffle_buffer_mb=1))
+    params = PackParams(seq_length=L - 1, shuffle=shuffle, tail=tail, shuffle_buffer_mb=1)
     task_ids = [f"t{i:05d}" for i in range(len(tasks))]
     ctx = DriverContext(work, work, task_ids, 3, {}, StageStats(), workers=workers, quiet=True)
-    sp = stage._pack_split(ctx, 0, "train", metas, "<i4", EOS, PAD)
+    sp = _pack_jobs.pack_split(
+        ctx, 0, _pack_jobs.SplitSpills.of(work, "train", task_ids, metas), _settings(params)
+    )
     got = [read_bucket(b, L, "<i4") for b in sp.buckets if b.rows]
     index = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in got])
     rows = RowBatch.concat([r for _, r in got], L).select(np.argsort(index))
@@ -467,7 +484,8 @@ def test_pad_and_bestfit_pack_each_task_on_its_own_and_keep_stream_order(
     numbered after the rows of the tasks before it."""
     from dataprep.stage import DriverContext
     from dataprep.stats import StageStats
-    from stages.pack import Pack, PackParams, make_packer
+    from stages import _pack_jobs
+    from stages.pack import PackParams
 
     work = tmp_path_factory.mktemp("work")
     tasks = [make_docs(lengths, seed=i) for i, lengths in enumerate(task_docs)]
@@ -477,15 +495,18 @@ def test_pad_and_bestfit_pack_each_task_on_its_own_and_keep_stream_order(
     params = PackParams(
         seq_length=L - 1, packing=packing, long_docs=long_docs, shuffle=shuffle, bestfit_window_rows=2
     )
-    ctx = DriverContext(work, work, [f"t{i:05d}" for i in range(len(tasks))], 3, {}, StageStats(), quiet=True)
-    sp = Pack(params)._pack_split(ctx, 0, "train", metas, "<i4", EOS, PAD)
+    task_ids = [f"t{i:05d}" for i in range(len(tasks))]
+    ctx = DriverContext(work, work, task_ids, 3, {}, StageStats(), quiet=True)
+    sp = _pack_jobs.pack_split(
+        ctx, 0, _pack_jobs.SplitSpills.of(work, "train", task_ids, metas), _settings(params)
+    )
     got = [read_bucket(b, L, "<i4") for b in sp.buckets if b.rows]
     index = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in got])
     rows = RowBatch.concat([r for _, r in got], L).select(np.argsort(index))
     want, stats = [], PackStats()
     for docs in tasks:
         if docs:
-            packer = make_packer(params, EOS, PAD)
+            packer = params.packer.packer(L, EOS, PAD)
             want.append(run(packer, [chunk_of(docs)]))
             stats.add(packer.stats)
     want = RowBatch.concat(want, L)

@@ -16,10 +16,12 @@ from dataprep.formats import bin_shards as wb
 from dataprep.formats import mindrecord_shards as wm
 from dataprep.formats.binrows import open_rows
 from dataprep.formats.mindrecord import MindRecordFile
+from dataprep.formats.registry import ShardMeta
 from dataprep.formats.rows import RowBatch
-from dataprep.formats.rowspool import Buckets, RowSpool, ScatterJob, merge_buckets, read_part, scatter_bucket
-from dataprep.formats.shardplan import TOKEN_DTYPES, ShardFileJob, write_shard_file
 from dataprep.report import plot_specs, rejected_examples, render, render_plots
+from dataprep.shards.files import ShardFileJob, write_shard_file
+from dataprep.shards.plan import TOKEN_DTYPES, ShardPlan
+from dataprep.shards.spool import Buckets, RowSpool, ScatterJob, merge_buckets, read_part, scatter_bucket
 
 
 def _rows(rng: np.random.Generator, n: int, length: int) -> RowBatch:
@@ -42,7 +44,7 @@ def test_shard_files_written_by_worker_processes_equal_direct_writing(
         rows.tokens[0, :3] = [65535, 0, 40000]
     token_dtype = TOKEN_DTYPES[dtype]
     plan = {"train": [1800, 1303]}
-    meta = {"plan": plan, "row_length": length, "with_loss_mask": with_loss_mask, "dtype": dtype}
+    meta = ShardMeta(length, dtype, 1 << 16, 2, with_loss_mask, {"train": ShardPlan(plan["train"])})
     (tmp_path / "spool").mkdir()
     spool = RowSpool(tmp_path / "spool", "t", length, token_dtype, Buckets(None, 1, 1000))
     spool.add(rows, np.arange(len(rows)))
@@ -69,7 +71,7 @@ def test_shard_files_written_by_worker_processes_equal_direct_writing(
     shard_dir = tmp_path / "shards"
     writers = ["mindrecord", "bin"]
     for w in (wm.MindRecordShardWriter, wb.BinShardWriter):
-        w(None, shard_dir, meta).prepare()
+        w(shard_dir, meta).prepare()
     # the same batches written directly, in this process, before the parts are consumed
     direct = tmp_path / "direct"
     direct.mkdir()
@@ -85,7 +87,7 @@ def test_shard_files_written_by_worker_processes_equal_direct_writing(
     ]
     with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
         entries = list(pool.map(write_shard_file, jobs))
-    wm.MindRecordShardWriter(None, shard_dir, meta).commit()
+    wm.MindRecordShardWriter(shard_dir, meta).commit()
     out = shard_dir / "mindrecord" / "train"  # one directory per split
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in direct.iterdir())
     for p in direct.iterdir():

@@ -29,7 +29,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         vocab_size=64,
         formats=("bin", "mindrecord"),
         validation_rows=8,
-        mindrecord_shards=2,
+        files=2,
     )
 
 
@@ -254,7 +254,7 @@ def test_bin_rows_without_side_files_have_no_boundary_column(tmp_path: Path) -> 
 
 def test_truncated_bin_file_is_reported(tmp_path: Path) -> None:
     data = write_dataset(tmp_path, rows=8, seq_length=8, vocab_size=32)
-    path = data / "shards" / "train-00000.bin"
+    path = data / "shards" / "bin" / "train-00000.bin"
     path.write_bytes(path.read_bytes()[: 9 * 4 * 7])  # 7 whole rows left of 8
     with pytest.raises(ShardError, match="manifest lists 8"):
         BinRows(open_split(data, "train", "bin"))

@@ -12,7 +12,7 @@ import pytest
 from conftest import SMALL_RECIPE, jsonl_bytes, recipe_with, write_gz, write_zst
 from dataprep.plan import expand_inputs, make_plan
 from dataprep.recipe import parse_recipe
-from dataprep.stage import ReadReport, get
+from dataprep.stage import ReadReport
 from dataprep.stats import StageStats
 
 
@@ -25,8 +25,7 @@ def read_all(
     plan = make_plan(expand_inputs([str(p) for p in paths]), recipe, report, scratch)
     docs = []
     for split in (part for task in plan.tasks for part in task.parts()):
-        cls = get(split.reader)
-        docs += list(cls(recipe.reader_params(cls)).read(split, report))
+        docs += list(recipe.reader(split.reader).read(split, report))
     return docs, stats, report.samples
 
 

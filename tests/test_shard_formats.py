@@ -17,15 +17,14 @@ from dataprep.formats.manifest import Manifest
 from dataprep.formats.registry import (
     FileMeta,
     ShardFormat,
+    ShardWriter,
     all_formats,
     format_of_file,
     get_format,
     register_format,
 )
 from dataprep.formats.rows import RowBatch, loss_mask_from_boundaries
-from dataprep.formats.shardplan import file_stem
 from dataprep.io import file_sha256
-from dataprep.stage import ShardWriter
 
 
 class NpzShardWriter(ShardWriter):
@@ -40,8 +39,8 @@ class NpzShardWriter(ShardWriter):
         handle["batches"].append(rows)
 
     def close_file(self, handle: Any) -> dict[str, Any]:
-        rows = RowBatch.concat(handle["batches"], self.meta["row_length"])
-        path = Path(self.out_dir) / "npz" / f"{file_stem(self.meta, handle['split'], handle['k'])}.npz"
+        rows = RowBatch.concat(handle["batches"], self.meta.row_length)
+        path = Path(self.out_dir) / "npz" / f"{self.meta.stem(handle['split'], handle['k'])}.npz"
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
             np.savez(f, tokens=rows.tokens.astype(np.int32), ends=rows.seg_ends, counts=rows.seg_counts)

@@ -12,7 +12,7 @@ from test_shards_support import corpus_texts, run_prepare, small_tokenizer, writ
 
 from dataprep.docstore import read_rejected
 from dataprep.formats import mindrecord_files, open_bin
-from dataprep.formats.dataset import iter_mindrecord_file
+from dataprep.formats.mindrecord_shards import iter_mindrecord_file
 from dataprep.tokenizers.load import load_tokenizer
 
 

@@ -211,7 +211,7 @@ def test_training_on_a_damaged_shard_stops_with_one_line_naming_file_and_verify(
 
     first = int(epoch_order(40, 0, TINY["seed"], True)[0])  # the first row step 1 reads
     data = linked_copy(synthetic, tmp_path / "data")
-    shard = own(data / "shards" / "train-00000.bin")
+    shard = own(data / "shards" / "bin" / "train-00000.bin")
     tokens = np.fromfile(shard, dtype="<i4").reshape(-1, 17)
     if damage == "flipped_byte":
         flip_low_bit(shard, 17 * 4 * first)
@@ -220,7 +220,7 @@ def test_training_on_a_damaged_shard_stops_with_one_line_naming_file_and_verify(
     else:
         tokens[first, 3] = 64  # == vocab_size
         tokens.tofile(shard)
-        rehash_in_manifest(data, "shards/train-00000.bin")
+        rehash_in_manifest(data, "shards/bin/train-00000.bin")
     code, text, out = train(tmp_path, data, capsys)
     error = [ln for ln in text.splitlines() if ln.startswith("error:")]
     assert code == 1 and len(error) == 1, text

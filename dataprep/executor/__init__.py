@@ -7,8 +7,8 @@ A recipe's stage list is cut into *passes* at every global stage that needs the 
     pass 1: G1.apply -> map stages ... -> G2.compute    (same tasks, reading pass 0's documents)
     ...
 
-Each task of a pass is a pure function of (OUT, pass, task): :func:`task.run_task`. It writes its
-documents (frames: a pickle of the columns per batch; Parquet only for the documents that become
+Each task of a pass is a pure function of (the run's spec, OUT, pass, task): :func:`task.run_task`.
+It writes its documents (frames: Arrow IPC; Parquet only for the documents that become
 outputs), its rejected documents and its stats under OUT/work/, then a completion marker, each
 through a rename. A rerun skips tasks and decisions whose markers exist, so a run killed at any
 point resumes and produces byte-identical outputs; since tasks are fixed by the input (never by
@@ -20,7 +20,8 @@ Modules, in the order a run meets them:
 * :mod:`~dataprep.executor.run`      ``prepare``: the driver, pass by pass, decide by decide
 * :mod:`~dataprep.executor.context`  :class:`RunContext`: what the driver knows about the run
 * :mod:`~dataprep.executor.passes`   cutting a recipe into passes; paths inside OUT
-* :mod:`~dataprep.executor.base`     the :class:`Executor` protocol and ``make_executor``
+* :mod:`~dataprep.executor.base`     the :class:`Executor` protocol (executors by name:
+  :mod:`dataprep.executors`)
 * :mod:`~dataprep.executor.pool`     the local process pool (in-process at one worker)
 * :mod:`~dataprep.executor.ray`      the Ray executor
 * :mod:`~dataprep.executor.task`     the worker side: one task of one pass
@@ -32,10 +33,10 @@ Modules, in the order a run meets them:
 
 from __future__ import annotations
 
-from dataprep.executor.base import Executor, make_executor
+from dataprep.executor.base import Executor
 from dataprep.executor.context import RunContext
 from dataprep.executor.passes import Pass, RunDir, plan_passes
-from dataprep.executor.run import NothingLeftError, RunError, prepare
+from dataprep.executor.run import NothingLeftError, RunError, UsageError, prepare
 
 __all__ = [
     "Executor",
@@ -44,7 +45,7 @@ __all__ = [
     "RunContext",
     "RunDir",
     "RunError",
-    "make_executor",
+    "UsageError",
     "plan_passes",
     "prepare",
 ]

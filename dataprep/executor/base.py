@@ -1,18 +1,18 @@
 """The executor protocol: where a run's work runs.
 
-An executor runs the tasks of a pass (:func:`dataprep.executor.task.run_task`, a pure function of
-(OUT, pass, task)) and the module-level functions of the driver's decide phases, on a local
-process pool (:class:`dataprep.executor.pool.LocalExecutor`) or on a Ray cluster
-(:class:`dataprep.executor.ray.RayExecutor`). Both run the same code, so the outputs are the same
-bytes whichever executor and however many workers. A new executor implements :class:`Executor`
-and is named in :func:`make_executor`.
+An executor runs the tasks of a pass (a :data:`PassTask`: :func:`dataprep.executor.task.run_task`
+bound to the run's spec, OUT and the pass, a pure function of the task's index) and the
+module-level functions of the driver's decide phases, e.g. on a local process pool (``local``) or
+on a Ray cluster (``ray``). All run the same code, so the outputs are the same bytes whichever
+executor and however many workers. A new executor implements :class:`Executor` and is named in
+the ``dataprep.executors`` entry-point group (:mod:`dataprep.executors`); this module names no
+implementation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -21,23 +21,29 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 
-EXECUTORS = ("local", "ray")
+PassTask = Callable[[int, Callable[[int, int], None] | None], None]
+"""``task(t, progress)`` runs task ``t`` of a pass and writes its completion marker, calling
+``progress(documents, bytes)`` as it goes (None: no reports). Picklable (a ``functools.partial``
+of a module-level function), so an executor may send it to other processes as it is."""
 
 
 class Executor(Protocol):
     """Runs a run's work. ``workers``: how many tasks or calls run at once. ``has_workers``: work
     runs in worker processes (False: everything runs in the driver, in order, as at one local
     worker). Functions sent to ``map`` and ``submit`` are module-level (picklable) functions of one
-    argument. Used as a context manager: leaving it closes the executor."""
+    argument. Used as a context manager: leaving it closes the executor. Built as
+    ``cls(workers, address)`` (:func:`dataprep.executors.make_executor`); ``address``: the
+    cluster to join (``--ray-address``), None for the executor's default (an executor without a
+    cluster ignores it)."""
 
     workers: int
 
     @property
     def has_workers(self) -> bool: ...
 
-    def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
-        """Run these tasks of pass ``pass_index`` (each writes its own completion marker), updating
-        ``bar`` with (documents, bytes) as they go; raises the first task's error."""
+    def run_pass(self, task: PassTask, task_indices: list[int], bar: Progress) -> None:
+        """``task(t, ...)`` for each of ``task_indices`` (each writes its own completion marker),
+        updating ``bar`` with (documents, bytes) as they go; raises the first task's error."""
         ...
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -73,17 +79,3 @@ def done_future(fn: Callable[[T], R], arg: T) -> Future[R]:
     except Exception as e:
         future.set_exception(e)
     return future
-
-
-def make_executor(kind: str, workers: int, address: str | None = None) -> Executor:
-    """The executor named ``kind``: 'local' (a process pool of ``workers``) or 'ray' (a Ray
-    cluster at ``address``, or a local Ray instance of ``workers`` CPUs)."""
-    if kind == "local":
-        from dataprep.executor.pool import LocalExecutor
-
-        return LocalExecutor(workers)
-    if kind == "ray":
-        from dataprep.executor.ray import RayExecutor
-
-        return RayExecutor(workers, address)
-    raise ValueError(f"unknown executor {kind!r} ({' or '.join(EXECUTORS)})")

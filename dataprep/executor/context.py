@@ -10,7 +10,7 @@ from dataprep.executor.passes import Pass, RunDir
 from dataprep.executor.timing import PhaseClock
 from dataprep.plan import InputFile, Plan
 from dataprep.recipe import Recipe
-from dataprep.stage import Stage
+from dataprep.stage.protocol import Stage
 from dataprep.stats import StageStats
 
 

@@ -7,11 +7,11 @@ import json
 from collections import Counter
 from typing import Any
 
-from dataprep import stage as registry
 from dataprep.executor.context import RunContext
 from dataprep.executor.passes import IO_CPU, READ_LABEL, Pass, RunDir
 from dataprep.recipe import Recipe
-from dataprep.stage import ReadReport
+from dataprep.stage import registry
+from dataprep.stage.reader import ReadReport
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 Samples = dict[str, list[dict[str, str]]]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dataprep.docstore import FRAMES_SUFFIX, PARQUET_SUFFIX
-from dataprep.stage import GlobalStage, Stage
+from dataprep.stage.protocol import GlobalStage, Stage
 
 READ_LABEL = "read"
 IO_CPU = "(read, parse, write documents)"  # a task's CPU seconds outside its stages

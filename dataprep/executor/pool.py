@@ -7,20 +7,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
-from pathlib import Path
 from typing import Any, TypeVar
 
 from dataprep import worker_env
-from dataprep.executor.base import Executor, done_future
-from dataprep.executor.task import run_task
+from dataprep.executor.base import Executor, PassTask, done_future
 from dataprep.progress import Progress
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def pool_task(out: str, pass_index: int, task_index: int) -> None:
-    """:func:`run_task` in a pool worker, its progress sent to the driver every quarter second."""
+def pool_task(task: PassTask, task_index: int) -> None:
+    """``task(task_index)`` in a pool worker, its progress sent to the driver every quarter second."""
     last = [time.monotonic(), 0, 0]
 
     def progress(docs: int, nbytes: int) -> None:
@@ -31,7 +29,7 @@ def pool_task(out: str, pass_index: int, task_index: int) -> None:
             worker_env.progress_queue.put((last[1], last[2]))
             last[0], last[1], last[2] = now, 0, 0
 
-    run_task(out, pass_index, task_index, progress)
+    task(task_index, progress)
     if worker_env.progress_queue is not None and (last[1] or last[2]):
         worker_env.progress_queue.put((last[1], last[2]))
 
@@ -39,9 +37,10 @@ def pool_task(out: str, pass_index: int, task_index: int) -> None:
 class LocalExecutor(Executor):
     """Runs a run's work on a pool of ``workers`` spawned processes, started with the first work
     sent to it; with one worker, everything runs in the driver, in order. The workers end when the
-    driver does, killed included (:func:`dataprep.worker_env.exit_with_parent`)."""
+    driver does, killed included (:func:`dataprep.worker_env.exit_with_parent`). ``address``: unused
+    (the pool runs on this machine)."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, address: str | None = None):
         self.workers = max(1, workers)
         self._pool: ProcessPoolExecutor | None = None
         self._queue: Any = None
@@ -91,18 +90,18 @@ class LocalExecutor(Executor):
             return done_future(fn, arg)
         return self._ensure_pool().submit(fn, arg)
 
-    def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
+    def run_pass(self, task: PassTask, task_indices: list[int], bar: Progress) -> None:
         if self.workers == 1 or len(task_indices) <= 1:
             with worker_env.single_threaded_encoders():  # like a pool worker: one worker, one CPU
                 for t in task_indices:
-                    run_task(str(out), pass_index, t, bar.update)
+                    task(t, bar.update)
             return
         pool = self._ensure_pool()
 
         thread = threading.Thread(target=relay_progress, args=(self._queue, bar), daemon=True)
         thread.start()
         try:
-            futures = [pool.submit(pool_task, str(out), pass_index, t) for t in task_indices]
+            futures = [pool.submit(pool_task, task, t) for t in task_indices]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for f in done:
                 if f.exception() is not None:

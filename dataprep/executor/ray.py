@@ -31,8 +31,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dataprep.executor.base import Executor
-from dataprep.executor.task import run_task
+from dataprep.executor.base import Executor, PassTask
 from dataprep.progress import Progress
 
 T = TypeVar("T")
@@ -60,8 +59,8 @@ def _in_worker(fn: Callable[[Any], Any], arg: Any, driver_pid: int | None) -> An
     return fn(arg)
 
 
-def _run_counted(out: str, pass_index: int, task_index: int, driver_pid: int | None) -> tuple[int, int]:
-    """:func:`run_task` in a Ray worker; returns the (documents, bytes) it went through."""
+def _run_counted(task: PassTask, task_index: int, driver_pid: int | None) -> tuple[int, int]:
+    """``task(task_index)`` in a Ray worker; returns the (documents, bytes) it went through."""
     _as_pool_worker(driver_pid)
     totals = [0, 0]
 
@@ -69,7 +68,7 @@ def _run_counted(out: str, pass_index: int, task_index: int, driver_pid: int | N
         totals[0] += docs
         totals[1] += nbytes
 
-    run_task(out, pass_index, task_index, count)
+    task(task_index, count)
     return totals[0], totals[1]
 
 
@@ -120,11 +119,10 @@ class RayExecutor(Executor):
         report's plots drawn while the driver decides)."""
         return self._in_worker.remote(fn, arg, self._driver_pid).future()
 
-    def run_pass(self, out: Path, pass_index: int, task_indices: list[int], bar: Progress) -> None:
+    def run_pass(self, task: PassTask, task_indices: list[int], bar: Progress) -> None:
         ray = self._ray
-        pending: list[Any] = [
-            self._remote.remote(str(out), pass_index, t, self._driver_pid) for t in task_indices
-        ]
+        shared = ray.put(task)  # the run's spec, sent to the object store once per pass
+        pending: list[Any] = [self._remote.remote(shared, t, self._driver_pid) for t in task_indices]
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1, timeout=1.0)

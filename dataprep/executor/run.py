@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from dataprep import __version__
-from dataprep import stage as stage_registry
 from dataprep.docstore import RejectedWriter, WorkMismatch, refused
 from dataprep.document import texts_within_bytes
-from dataprep.executor.base import Executor, make_executor
+from dataprep.executor.base import Executor
 from dataprep.executor.context import RunContext
 from dataprep.executor.finalize import draw_ahead, finalize
 from dataprep.executor.merge import cpu_seconds
@@ -43,19 +42,27 @@ from dataprep.executor.passes import (
     RunDir,
     plan_passes,
 )
-from dataprep.executor.task import check_marker, run_id
+from dataprep.executor.task import check_marker, run_id, run_task
 from dataprep.executor.timing import PhaseClock
 from dataprep.executor.warmup import WarmUps
+from dataprep.executors import make_executor
 from dataprep.io import file_sha256, write_text_atomic
 from dataprep.plan import InputFile, Plan, expand_inputs, input_holding, make_plan, source_files
 from dataprep.progress import Progress
 from dataprep.recipe import Recipe
-from dataprep.stage import DriverContext, GlobalStage, NothingLeft, Reader, ReadReport, read_task
+from dataprep.stage.context import DriverContext
+from dataprep.stage.protocol import GlobalStage, NothingLeft
+from dataprep.stage.reader import ReadReport, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
 class RunError(RuntimeError):
     """The run cannot go on; the message says what to do."""
+
+
+class UsageError(RunError):
+    """The command's INPUTs do not go with the recipe (both, or neither, name the inputs): the
+    command line exits with its usage status."""
 
 
 class NothingLeftError(RunError):
@@ -316,8 +323,8 @@ def prepare(
     resume_only: bool = False,
 ) -> dict[str, Any]:
     """Run ``recipe`` over ``inputs`` into ``out``; returns the stats written to stats.json.
-    ``executor``: 'local' or 'ray' (:func:`make_executor`), or an :class:`Executor` to run on
-    (closed at the end).
+    ``executor``: the name of a registered executor (:func:`dataprep.executors.make_executor`), or
+    an :class:`Executor` to run on (closed at the end).
     A run that ends with no document left writes its outputs (stats.json, report.html, rejected/)
     and raises NothingLeftError, whose one line counts the documents read, the drops by reason
     (with where the largest reason's first drop came from) and says what to change.
@@ -338,9 +345,9 @@ def check_request(inputs: list[str], out: str | Path, recipe: Recipe) -> None:
     """RunError unless the run is well asked for: INPUTs xor the recipe's ``sources:``, OUT not a
     file and not inside an input. Checked before OUT is created or locked."""
     if recipe.sources and inputs:
-        raise RunError("the recipe names its inputs under 'sources:'; give no INPUT arguments")
+        raise UsageError("the recipe lists its inputs under 'sources:'; give no INPUT")
     if not recipe.sources and not inputs:
-        raise RunError("no INPUT given (and the recipe has no 'sources:')")
+        raise UsageError("give at least one INPUT (or a recipe with 'sources:')")
     resolved = Path(out).resolve()
     if resolved.exists() and not resolved.is_dir():
         raise RunError(f"--out {out} is a file, not a directory: give a directory (created when missing)")
@@ -575,7 +582,7 @@ def _run_tasks(ctx: RunContext, p: Pass) -> None:
         total_tasks=len(task_ids),
     )
     with bar:
-        ctx.executor.run_pass(run.out, p.index, todo, bar)
+        ctx.executor.run_pass(partial(run_task, ctx.recipe, str(run.out), p.index), todo, bar)
 
 
 def _driver_context(
@@ -615,19 +622,11 @@ def input_sample(ctx: RunContext, max_bytes: int) -> list[str]:
     if k == 0 or max_bytes <= 0:
         return []
     share = max(max_bytes // k, 1)
-    readers: dict[str, Reader] = {}
     texts: list[str] = []
     for j in range(k):
         split = tasks[j * len(tasks) // k]
-
-        def reader(name: str) -> Reader:
-            if name not in readers:
-                cls = stage_registry.get(name)
-                readers[name] = cls(ctx.recipe.reader_params(cls))
-            return readers[name]
-
         report = ReadReport(StageStats(), "skip")
-        docs = read_task(split, reader, report)
+        docs = read_task(split, ctx.recipe.reader, report)
         try:
             texts += texts_within_bytes((doc.text for doc in docs), share)
         finally:

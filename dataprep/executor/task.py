@@ -1,4 +1,4 @@
-"""The worker side: one task of one pass, a pure function of (OUT, pass, task).
+"""The worker side: one task of one pass, a pure function of (the run's spec, OUT, pass, task).
 
 :func:`run_task` reads the task's input (its split in pass 0, else the documents the previous
 pass wrote), runs the pass's stages batch by batch with exact accounting (every document is kept
@@ -20,29 +20,29 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dataprep import stage as registry
 from dataprep.docstore import DocWriter, RejectedWriter, read_docs, refused
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.io import atomic_write, write_text_atomic
 from dataprep.plan import Plan, source_of
 from dataprep.readers import InputChanged
-from dataprep.recipe import recipe_from_resolved
-from dataprep.stage import GlobalStage, MapStage, ReadReport, Stage, StageContext, read_task
+from dataprep.recipe import Recipe
+from dataprep.stage.context import StageContext
+from dataprep.stage.protocol import GlobalStage, MapStage, Stage
+from dataprep.stage.reader import ReadReport, read_task
 from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 
 class _WorkerState:
-    """Per-process cache: the recipe, its stages and the plan of the run being executed."""
+    """Per-process cache: the recipe (the run's spec, as the driver resolved it), its stages and
+    the plan of the run being executed."""
 
-    def __init__(self, run: RunDir):
-        state = json.loads((run.work / "run.json").read_text())
-        self.recipe = recipe_from_resolved(state["recipe"])
+    def __init__(self, run: RunDir, recipe: Recipe, key: tuple[Any, ...]):
+        self.recipe = recipe
         self.stages = [spec.build() for spec in self.recipe.stages]
         self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
         self.passes = plan_passes(self.stages)
-        self.readers: dict[str, registry.Reader] = {}
-        self.key = (state["recipe_hash"], state["inputs"], state.get("started", ""))
+        self.key = key
         self._by_source: dict[str, list[Stage]] = {}
 
     def stages_for(self, task_index: int) -> list[Stage]:
@@ -60,24 +60,22 @@ class _WorkerState:
             ]
         return self._by_source[names[k]]
 
-    def reader(self, name: str) -> registry.Reader:
-        if name not in self.readers:
-            cls = registry.get(name)
-            self.readers[name] = cls(self.recipe.reader_params(cls))
-        return self.readers[name]
-
 
 _STATE: dict[str, _WorkerState] = {}
 
 
-def _state(run: RunDir) -> _WorkerState:
+def _state(run: RunDir, recipe: Recipe) -> _WorkerState:
     key = str(run.out)
     state = _STATE.get(key)
     saved = json.loads((run.work / "run.json").read_text())
     # same OUT, recipe, inputs and start: same plan and stages (a run started over builds them anew)
     run_key = (saved["recipe_hash"], saved["inputs"], saved.get("started", ""))
     if state is None or state.key != run_key:
-        state = _STATE[key] = _WorkerState(run)
+        if recipe.hash() != run_key[0]:
+            raise RuntimeError(
+                f"{run.work / 'run.json'}: the run there is not of the recipe this task was given"
+            )
+        state = _STATE[key] = _WorkerState(run, recipe, run_key)
     return state
 
 
@@ -192,14 +190,20 @@ def _docs_sha256(run: RunDir, pass_index: int, task_id: str) -> str:
 
 
 def run_task(
-    out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None = None
+    recipe: Recipe,
+    out: str,
+    pass_index: int,
+    task_index: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> None:
-    """Run one task of one pass and write its completion marker (idempotent). A pass-0 task that
+    """Run one task of one pass of the run of ``recipe`` in ``out`` and write its completion marker
+    (idempotent). Executors get it bound to all but the task (:data:`dataprep.executor.base.PassTask`),
+    so the recipe travels with it, resolved once by the driver. A pass-0 task that
     finds an input changed since it was planned records so (:meth:`RunDir.changed`) and raises
     :class:`InputChanged`."""
     with young_collections_every(TASK_GC_THRESHOLD):
         try:
-            _run_task(out, pass_index, task_index, progress)
+            _run_task(recipe, out, pass_index, task_index, progress)
         except InputChanged as e:
             run = RunDir(Path(out))
             write_text_atomic(
@@ -209,10 +213,10 @@ def run_task(
 
 
 def _run_task(
-    out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None
+    recipe: Recipe, out: str, pass_index: int, task_index: int, progress: Callable[[int, int], None] | None
 ) -> None:
     run = RunDir(Path(out))
-    state = _state(run)
+    state = _state(run, recipe)
     task_id = f"t{task_index:05d}"
     run_id_ = _run_id(state)
     if run.marker(pass_index, task_id).exists():
@@ -224,7 +228,7 @@ def _run_task(
     stats = {i: StageStats() for i in [*p.maps, p.apply, p.compute] if i is not None}
     read_stats = StageStats()
     rejected = RejectedWriter(run.rejected(pass_index, task_id))
-    batch_size = recipe.input["batch_size"]
+    batch_size = recipe.input_params.batch_size
     kept_lengths = Histogram(LENGTH_EDGES)
     read_lengths = Histogram(LENGTH_EDGES)
 
@@ -243,10 +247,10 @@ def _run_task(
     for i, c in contexts.items():
         c.work_dir.mkdir(parents=True, exist_ok=True)
         stages[i].begin_task(c)
-    report = ReadReport(read_stats, recipe.input["on_error"], rejected)
+    report = ReadReport(read_stats, recipe.input_params.on_error, rejected)
     if pass_index == 0:
         split = state.plan.tasks[task_index]
-        source: Iterator[list[Document]] = _batches(read_task(split, state.reader, report), batch_size)
+        source: Iterator[list[Document]] = _batches(read_task(split, recipe.reader, report), batch_size)
     else:
         source = read_docs(
             run.docs(pass_index - 1, task_id), batch_size, _docs_sha256(run, pass_index - 1, task_id)

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dataprep.stage import Stage
+from dataprep.stage.protocol import Stage
 
 
 class WarmUps:

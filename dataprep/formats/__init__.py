@@ -46,8 +46,8 @@ package stays cheap):
 * ``open_bin(out, split="train") -> BinSplit``: memory-mapped rows; ``len(s)``, ``s[i]`` ->
   {"input_ids", "actual_seq_len", "loss_mask"} (int32 arrays), ``s.input_ids(i)``,
   ``s.actual_seq_len(i)``, ``s.token_rows()`` (the raw [rows, row_length] memmaps).
-* ``load_manifest(path) -> (out_dir, manifest)``; ``shard_files(out, manifest, split, fmt)``;
-  ``read_manifest(path) -> (out_dir, Manifest)``: the same, typed (:mod:`dataprep.formats.manifest`).
+* ``read_manifest(path) -> (out_dir, Manifest)`` (:mod:`dataprep.formats.manifest`); a split's
+  files in one format: ``manifest.split_files(out_dir, split, fmt)``.
 * ``get_format(name) -> ShardFormat``: a shard format's writer, reader, verifier and training
   rows (:mod:`dataprep.formats.registry`; ``register_format`` adds one).
 * ``load_tokenizer(path)`` to decode (the run's tokenizer is ``OUT/<manifest.tokenizer.file>``).
@@ -58,16 +58,14 @@ from __future__ import annotations
 from typing import Any
 
 _LAZY = {
-    "mindrecord_files": "dataprep.formats.dataset",
-    "open_bin": "dataprep.formats.dataset",
-    "BinSplit": "dataprep.formats.dataset",
-    "load_manifest": "dataprep.formats.manifest",
+    "mindrecord_files": "dataprep.formats.mindrecord_shards",
+    "open_bin": "dataprep.formats.bin_shards",
+    "BinSplit": "dataprep.formats.bin_shards",
     "read_manifest": "dataprep.formats.manifest",
     "Manifest": "dataprep.formats.manifest",
     "get_format": "dataprep.formats.registry",
     "register_format": "dataprep.formats.registry",
     "ShardFormat": "dataprep.formats.registry",
-    "shard_files": "dataprep.formats.manifest",
     "load_tokenizer": "dataprep.tokenizers.load",
     "RowBatch": "dataprep.formats.rows",
     "loss_mask_from_boundaries": "dataprep.formats.rows",

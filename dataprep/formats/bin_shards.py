@@ -1,10 +1,10 @@
 """The ``bin`` shard format: .bin row files with Megatron-compatible .idx files,
-shards/bin/<split>-NNNNN.bin/.idx (and <split>-remainder, see :mod:`dataprep.formats.shardplan`).
+shards/bin/<split>-NNNNN.bin/.idx (and <split>-remainder, see :mod:`dataprep.shards.plan`).
 
 Layouts: :mod:`dataprep.formats.binrows` (rows: int32, or uint16 when the vocabulary fits) and
 :mod:`dataprep.formats.idx` (index carrying each row's ``actual_seq_len``); with sources
-(``meta["sources"]``), a parallel ``.src`` file of little-endian int32, one source id per row.
-Files follow the shard plan in ``meta["plan"]`` (rows per file, per split), so the .bin files
+(``meta.sources``), a parallel ``.src`` file of little-endian int32, one source id per row.
+Files follow the shard plan in ``meta.plan`` (rows per file, per split), so the .bin files
 line up with every other format's files row for row. Everything the ``bin`` format does is here:
 its writer, how a file is read back (verify, inspect), how a split is read for training, and its
 registry entry. These files are the input of ``pretrain/``, not of Megatron-LM's ``GPTDataset``
@@ -20,16 +20,101 @@ from typing import Any
 import numpy as np
 
 from dataprep.formats.binrows import DTYPES, BinRowsWriter, open_rows
-from dataprep.formats.dataset import iter_bin_file
 from dataprep.formats.idx import IdxWriter, Index, read_idx
+from dataprep.formats.manifest import read_manifest
 from dataprep.formats.readers_for_training import ShardError, SplitFiles
-from dataprep.formats.registry import FileMeta, ShardFormat, register_format
+from dataprep.formats.registry import FileMeta, ShardFormat, ShardMeta, ShardWriter, register_format
 from dataprep.formats.rows import RowBatch, loss_mask_from_boundaries, raw
-from dataprep.formats.shardplan import file_stem
 from dataprep.io import file_sha256
-from dataprep.stage import ShardWriter
 
 SOURCE_SUFFIX = ".src"
+
+
+class BinSplit:
+    """The rows of one split in .bin/.idx form, memory-mapped; nothing is read eagerly.
+
+    ``split[i]`` -> {"input_ids": int32[row_length], "actual_seq_len": int32[k],
+    "loss_mask": int32[row_length]} for global row i (files in manifest order).
+    """
+
+    def __init__(self, out: str | Path, split: str = "train"):
+        root, manifest = read_manifest(out)
+        self.root = root
+        self.manifest = manifest
+        files = manifest.split_files(root, split, "bin")
+        shards = manifest.shards
+        assert shards is not None  # split_files raised otherwise
+        self.row_length: int = shards.row_length
+        self.dtype: str = shards.dtype
+        self.files: list[tuple[np.ndarray, Index]] = []
+        for entry in files:
+            path = root / entry.path
+            rows = open_rows(path, self.dtype, self.row_length)
+            if entry.index is None:
+                raise ValueError(f"{path}: the manifest lists no .idx beside it")
+            index = read_idx(root / entry.index.path)
+            if index.rows != len(rows):
+                raise ValueError(f"{path}: {len(rows)} rows but its index describes {index.rows}")
+            self.files.append((rows, index))
+        counts = [len(r) for r, _ in self.files]
+        self.starts = (
+            np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]) if counts else np.zeros(1, np.int64)
+        )
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def _locate(self, i: int) -> tuple[np.ndarray, Index, int]:
+        if not 0 <= i < len(self):
+            raise IndexError(f"row {i} out of range (0..{len(self) - 1})")
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        rows, index = self.files[k]
+        return rows, index, i - int(self.starts[k])
+
+    def input_ids(self, i: int) -> np.ndarray:
+        rows, _, local = self._locate(i)
+        return np.asarray(rows[local], dtype=np.int32)
+
+    def actual_seq_len(self, i: int) -> np.ndarray:
+        _, index, local = self._locate(i)
+        return index.actual_seq_len(local)
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        rows, index, local = self._locate(i)
+        bounds = index.actual_seq_len(local)
+        return {
+            "input_ids": np.asarray(rows[local], dtype=np.int32),
+            "actual_seq_len": bounds,
+            "loss_mask": loss_mask_from_boundaries(bounds, self.row_length),
+        }
+
+    def token_rows(self) -> list[np.ndarray]:
+        """The memory-mapped [rows, row_length] array of every file (stored dtype)."""
+        return [rows for rows, _ in self.files]
+
+
+def open_bin(out: str | Path, split: str = "train") -> BinSplit:
+    """The .bin rows of ``split`` of the run in ``out`` (or of the run a shard file belongs to)."""
+    return BinSplit(out, split)
+
+
+def iter_bin_file(
+    bin_path: str | Path, idx_path: str | Path, dtype: str, row_length: int, block_rows: int = 4096
+) -> Iterator[RowBatch]:
+    """The rows of one .bin/.idx pair as RowBatches (int32), in stored order."""
+    rows = open_rows(bin_path, dtype, row_length)
+    index = read_idx(idx_path)
+    if index.rows != len(rows):
+        raise ValueError(f"{idx_path}: describes {index.rows} rows but {bin_path} holds {len(rows)}")
+    doc_idx = np.asarray(index.document_indices, dtype=np.int64)
+    for lo in range(0, len(rows), block_rows):
+        hi = min(len(rows), lo + block_rows)
+        first, last = int(doc_idx[lo]), int(doc_idx[hi])
+        sizes = np.asarray(index.sizes[first:last], dtype=np.int64)
+        counts = np.diff(doc_idx[lo : hi + 1])
+        total = np.cumsum(sizes)
+        row_base = np.repeat(total[doc_idx[lo:hi] - first] - sizes[doc_idx[lo:hi] - first], counts)
+        yield RowBatch(np.asarray(rows[lo:hi], dtype=np.int32), total - row_base, counts)
 
 
 class BinShardWriter(ShardWriter):
@@ -37,18 +122,18 @@ class BinShardWriter(ShardWriter):
 
     name = "bin"
 
-    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
-        super().__init__(params, out_dir, meta)
+    def __init__(self, out_dir: Path, meta: ShardMeta):
+        super().__init__(out_dir, meta)
         self.dir = Path(out_dir) / "bin"
 
     def prepare(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def open_file(self, split: str, k: int) -> Any:
-        stem = self.dir / file_stem(self.meta, split, k)
-        rows = BinRowsWriter(stem.with_suffix(".bin"), self.meta["dtype"], self.meta["row_length"])
-        idx = IdxWriter(stem.with_suffix(".idx"), self.meta["dtype"], self.meta["row_length"])
-        src = open(stem.with_suffix(SOURCE_SUFFIX), "wb") if self.meta.get("sources") else None  # noqa: SIM115
+        stem = self.dir / self.meta.stem(split, k)
+        rows = BinRowsWriter(stem.with_suffix(".bin"), self.meta.dtype, self.meta.row_length)
+        idx = IdxWriter(stem.with_suffix(".idx"), self.meta.dtype, self.meta.row_length)
+        src = open(stem.with_suffix(SOURCE_SUFFIX), "wb") if self.meta.sources else None  # noqa: SIM115
         return {"split": split, "rows": rows, "idx": idx, "tokens": 0, "src": src}
 
     def write(self, handle: Any, rows: RowBatch) -> None:

@@ -368,6 +368,19 @@ class Manifest:
             return mix
         return MixManifest.from_json(mix)
 
+    def split_files(self, out: Path, split: str, fmt: str) -> list[FileEntry]:
+        """The files of ``split`` in format ``fmt``, in order (``out``: the run's directory, for
+        messages); ValueError without shards or without that split."""
+        shards = self.shards
+        if shards is None:
+            raise ValueError(
+                f"{out}/manifest.json has no 'shards' section (did the recipe end with a packing stage?)"
+            )
+        entry = shards.splits.get(split)
+        if entry is None:
+            raise ValueError(f"{out}/manifest.json has no split {split!r}")
+        return entry.files_of(fmt)
+
     def add(self, part: dict[str, Any]) -> None:
         """Merge a decide's manifest entries (a key seen before keeps its place)."""
         self.parts.update(part)
@@ -411,29 +424,7 @@ def find_manifest(path: str | Path) -> Path:
     )
 
 
-def load_manifest(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """(output directory, manifest as JSON) for an output directory or any file inside it."""
-    m = find_manifest(path)
-    return m.parent, json.loads(m.read_text(encoding="utf-8"))
-
-
 def read_manifest(path: str | Path) -> tuple[Path, Manifest]:
-    """(output directory, typed manifest) for an output directory or any file inside it."""
-    out, manifest = load_manifest(path)
-    return out, Manifest.from_json(manifest)
-
-
-def shard_files(
-    out: Path, manifest: dict[str, Any], split: str = "train", fmt: str = "bin"
-) -> list[tuple[Path, dict[str, Any]]]:
-    """[(absolute path, file entry as JSON)] of one split's files in one format, in order."""
-    shards = manifest.get("shards")
-    if not shards:
-        raise ValueError(
-            f"{out}/manifest.json has no 'shards' section (did the recipe end with a packing stage?)"
-        )
-    try:
-        files = shards["splits"][split]["files"]
-    except KeyError:
-        raise ValueError(f"{out}/manifest.json has no split {split!r}") from None
-    return [(out / f["path"], f) for f in files if f["format"] == fmt]
+    """(output directory, manifest) for an output directory or any file inside it."""
+    m = find_manifest(path)
+    return m.parent, Manifest.from_json(json.loads(m.read_text(encoding="utf-8")))

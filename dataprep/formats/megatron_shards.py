@@ -29,10 +29,10 @@ import numpy as np
 
 from dataprep.formats.idx import CODE_OF, DTYPE_CODES, DocumentIdxWriter, read_idx
 from dataprep.formats.readers_for_training import ShardError, SplitFiles
-from dataprep.formats.registry import FileMeta, ShardFormat, register_format
+from dataprep.formats.registry import FileMeta, ShardFormat, ShardMeta, ShardWriter, register_format
 from dataprep.formats.rows import DocumentBatch, RowBatch, raw
 from dataprep.io import file_sha256
-from dataprep.stage import RecipeError, ShardWriter
+from dataprep.stage.params import RecipeError
 
 SUFFIX = "_text_document.bin"  # Megatron's <prefix>_<json key>_<level>: key "text", level "document"
 INDEX_SUFFIX = "_text_document.idx"
@@ -57,16 +57,16 @@ class MegatronShardWriter(ShardWriter):
     name = "megatron"
     takes = "documents"
 
-    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
-        super().__init__(params, out_dir, meta)
+    def __init__(self, out_dir: Path, meta: ShardMeta):
+        super().__init__(out_dir, meta)
         self.dir = Path(out_dir) / "megatron"
 
     def prepare(self) -> None:
-        megatron_dtype(self.meta["vocab_size"])
+        megatron_dtype(self.meta.vocab_size)
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def open_file(self, split: str, k: int) -> Any:
-        dtype = megatron_dtype(self.meta["vocab_size"])
+        dtype = megatron_dtype(self.meta.vocab_size)
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / f"{split}{SUFFIX}"
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
@@ -86,7 +86,7 @@ class MegatronShardWriter(ShardWriter):
     def write(self, handle: Any, docs: DocumentBatch) -> None:
         if not len(docs):
             return
-        data = raw(docs.with_eos(self.meta["eos_id"]), handle["dtype"])
+        data = raw(docs.with_eos(self.meta.eos_id), handle["dtype"])
         handle["file"].write(data)
         handle["sha"].update(data)
         handle["idx"].add(docs.lengths + 1)

@@ -1,5 +1,5 @@
 """The ``mindrecord`` shard format: shards/mindrecord/<split>/<split>-NNNNN.mindrecord (+ .db;
-and <split>-remainder.mindrecord, see :mod:`dataprep.formats.shardplan`), one standalone file per
+and <split>-remainder.mindrecord, see :mod:`dataprep.shards.plan`), one standalone file per
 shard, following the shard plan so files line up with every other format's files row for row.
 One directory per split, so that a trainer given a directory (MindFormers' ``dataset_dir``, which
 takes every ``*.mindrecord`` file below it) reads one split and nothing else.
@@ -31,14 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from dataprep.formats.dataset import iter_mindrecord_file
+from dataprep.formats.manifest import read_manifest
 from dataprep.formats.mindrecord import MindRecordFile, move_into_place, staging_dir
 from dataprep.formats.readers_for_training import ROW_COLUMNS, ShardError, SplitFiles
-from dataprep.formats.registry import FileMeta, ShardFormat, register_format
+from dataprep.formats.registry import FileMeta, ShardFormat, ShardMeta, ShardWriter, register_format
 from dataprep.formats.rows import RowBatch
-from dataprep.formats.shardplan import file_stem
 from dataprep.io import file_sha256
-from dataprep.stage import ShardWriter
 
 _FAST_EXIT = False
 
@@ -98,6 +96,54 @@ def import_mindrecord_alone() -> bool:
 _ALONE = [False]  # whether this process imported the MindRecord modules alone
 
 
+def mindrecord_files(out: str | Path, split: str = "train") -> list[str]:
+    """Absolute paths of a split's MindRecord files, in order (for MindDataset)."""
+    root, manifest = read_manifest(out)
+    files = [str(root / f.path) for f in manifest.split_files(root, split, "mindrecord")]
+    if not files:
+        raise ValueError(f"{root}/manifest.json lists no MindRecord files for split {split!r}")
+    return files
+
+
+def iter_mindrecord_file(
+    path: str | Path, row_length: int, block_rows: int = 4096
+) -> Iterator[tuple[RowBatch, np.ndarray | None]]:
+    """(rows, loss masks or None) of one MindRecord file, in stored order."""
+    from dataprep.formats.mindrecord import read_rows
+
+    tokens: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    masks: list[np.ndarray] = []
+
+    def flush() -> tuple[RowBatch, np.ndarray | None]:
+        batch = RowBatch(
+            np.stack(tokens) if tokens else np.zeros((0, row_length), np.int32),
+            np.concatenate(ends) if ends else np.zeros(0, np.int32),
+            np.asarray([len(e) for e in ends], dtype=np.int32),
+        )
+        mask = np.stack(masks) if masks else None
+        tokens.clear()
+        ends.clear()
+        masks.clear()
+        return batch, mask
+
+    bounds = "actual_seq_len"
+    for rec in read_rows(path):
+        if "seg_ends" in rec:  # files of dataprep's writer; see dataprep.formats.mindrecord
+            bounds = "seg_ends"
+        ids = np.asarray(rec["input_ids"], dtype=np.int32)
+        if len(ids) != row_length:
+            raise ValueError(f"{path}: a row holds {len(ids)} tokens, expected {row_length}")
+        tokens.append(ids)
+        ends.append(np.asarray(rec[bounds], dtype=np.int32))
+        if "loss_mask" in rec:
+            masks.append(np.asarray(rec["loss_mask"], dtype=np.int32))
+        if len(tokens) >= block_rows:
+            yield flush()
+    if tokens:
+        yield flush()
+
+
 class MindRecordShardWriter(ShardWriter):
     """Rows as MindRecord (see :mod:`dataprep.formats.mindrecord` for the columns):
     shards/mindrecord/<split>/."""
@@ -105,8 +151,8 @@ class MindRecordShardWriter(ShardWriter):
     name = "mindrecord"
     warm_up = staticmethod(import_mindrecord)
 
-    def __init__(self, params: Any, out_dir: Path, meta: dict[str, Any]):
-        super().__init__(params, out_dir, meta)
+    def __init__(self, out_dir: Path, meta: ShardMeta):
+        super().__init__(out_dir, meta)
         self.final = Path(out_dir) / "mindrecord"
         self.staging = staging_dir(self.final)
 
@@ -119,8 +165,8 @@ class MindRecordShardWriter(ShardWriter):
         import_mindrecord()
         directory = self.staging / split
         directory.mkdir(exist_ok=True)
-        path = directory / f"{file_stem(self.meta, split, k)}.mindrecord"
-        file = MindRecordFile(path, self.meta["with_loss_mask"], bool(self.meta.get("sources")))
+        path = directory / f"{self.meta.stem(split, k)}.mindrecord"
+        file = MindRecordFile(path, self.meta.with_loss_mask, bool(self.meta.sources))
         return {"split": split, "file": file, "tokens": 0}
 
     def write(self, handle: Any, rows: RowBatch) -> None:

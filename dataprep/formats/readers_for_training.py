@@ -21,13 +21,13 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dataprep.formats.manifest import FileEntry, IndexEntry, ShardsManifest, read_manifest
+from dataprep.formats.manifest import FileEntry, IndexEntry, read_manifest
+from dataprep.formats.registry import SplitFiles, get_format
 from dataprep.io import file_sha256
 
 ROW_COLUMNS = ("input_ids", "actual_seq_len", "loss_mask")
@@ -37,31 +37,12 @@ class ShardError(ValueError):
     """The output directory's shards are missing, truncated or inconsistent with the manifest."""
 
 
-@dataclass
-class SplitFiles:
-    """One split in one format: its files (absolute paths, manifest order) and the shard metadata."""
-
-    out: Path
-    split: str
-    format: str  # a registered shard format
-    files: list[Path]
-    entries: list[FileEntry]
-    rows: int  # rows listed in the manifest for these files
-    shards: ShardsManifest = field(repr=False)  # the manifest's "shards" section
-
-    @property
-    def row_length(self) -> int:
-        return self.shards.row_length
-
-
 def open_split(data: str | Path, split: str = "train", fmt: str = "auto") -> SplitFiles:
     """Locate a split's files. ``fmt`` auto: of the formats present, the one ranked highest for
     training (MindRecord before .bin).
 
     Raises ShardError (missing split/format/files) with what to do next.
     """
-    from dataprep.formats.registry import get_format
-
     out, manifest = read_manifest(data)
     shards = manifest.shards
     if not shards:

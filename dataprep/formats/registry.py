@@ -1,7 +1,7 @@
 """The shard-format registry: one entry per format pairs everything that touches its files.
 
-A :class:`ShardFormat` names its writer (a :class:`dataprep.stage.ShardWriter`, also listed by
-``dataprep stages`` and named in ``pack.writers``), how one file is read back as rows (for
+A :class:`ShardFormat` names its writer (a :class:`ShardWriter`, named in ``pack.writers`` and
+listed by ``dataprep stages``), how one file is read back as rows (for
 ``dataprep verify`` and ``dataprep inspect``), how a split is read for training (``pretrain/``),
 and what ``inspect`` needs without a manifest. The packing stage, verify, inspect and the
 training loop look formats up here by name (the ``format`` of each file entry in manifest.json)
@@ -19,23 +19,41 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
+from dataprep.formats.manifest import FileEntry, ShardsManifest
+
 if TYPE_CHECKING:
-    from dataprep.formats.readers_for_training import SplitFiles
     from dataprep.formats.rows import RowBatch
-    from dataprep.stage import ShardWriter
+    from dataprep.shards.plan import ShardPlan
 
 BUILTIN = (
     "dataprep.formats.bin_shards",
     "dataprep.formats.mindrecord_shards",
     "dataprep.formats.megatron_shards",
 )
+
+
+@dataclass
+class SplitFiles:
+    """One split in one format: its files (absolute paths, manifest order) and the shard metadata."""
+
+    out: Path
+    split: str
+    format: str  # a registered shard format
+    files: list[Path]
+    entries: list[FileEntry]
+    rows: int  # rows listed in the manifest for these files
+    shards: ShardsManifest = field(repr=False)  # the manifest's "shards" section
+
+    @property
+    def row_length(self) -> int:
+        return self.shards.row_length
 
 
 class TrainingRows(Protocol):
@@ -56,6 +74,77 @@ class TrainingRows(Protocol):
 
 
 @dataclass(frozen=True)
+class ShardMeta:
+    """What every writer of a run is built with: ``row_length`` (seq_length + 1) tokens a row;
+    ``dtype`` of the rows' tokens (``shards.dtype``: "uint16" or "int32"); ``vocab_size``,
+    ``eos_id``; ``with_loss_mask``: the rows carry a loss_mask column (the padding packers);
+    ``plan``: per split, how its rows are cut into files (:class:`dataprep.shards.plan.ShardPlan`);
+    ``sources``: the mix's source names when rows carry a source id, else None."""
+
+    row_length: int
+    dtype: str
+    vocab_size: int
+    eos_id: int
+    with_loss_mask: bool = False
+    plan: dict[str, ShardPlan] = field(default_factory=dict)
+    sources: list[str] | None = None
+
+    @property
+    def seq_length(self) -> int:
+        return self.row_length - 1
+
+    def stem(self, split: str, k: int) -> str:
+        """The name (without suffix) of file ``k`` of ``split``: <split>-NNNNN, or
+        <split>-remainder for a split's remainder file."""
+        return self.plan[split].stem(split, k)
+
+
+class ShardWriter:
+    """Writes one shard format: one file (plus any index) per planned shard file.
+
+    Built with the shards directory and the run's :class:`ShardMeta`, in the driver and again in
+    whichever process writes a file, so building one has no side effects. ``prepare`` (driver,
+    once, before any file) sets up directories. Then, for each file, in any process and in any
+    order among files: ``open_file(split, k)`` returns a handle, ``write(handle, rows)`` takes
+    :class:`dataprep.formats.rows.RowBatch` es (tokens [rows, row_length] plus each row's
+    actual_seq_len) in the file's row order, and ``close_file(handle)`` returns the file's
+    manifest entry (as JSON; read back as :class:`dataprep.formats.manifest.FileEntry`).
+    ``commit`` (driver, once every file is closed) e.g. moves a staging directory into place.
+    ``warm_up`` (a module-level function of one ignored argument, e.g. a slow import) may be run
+    ahead in the processes that will write files.
+
+    ``takes = "documents"``: a writer of whole documents instead of rows (one sequence per
+    document, e.g. the ``megatron`` format). It writes one file per split: ``open_file(split, 0)``,
+    then ``write(handle, docs)`` with :class:`dataprep.formats.rows.DocumentBatch` es holding the
+    split's kept documents (tokens without EOS) in the order the packer streams them, then
+    ``close_file(handle)``; the rows' shard plan does not apply to it.
+    """
+
+    name: ClassVar[str] = ""
+    takes: ClassVar[str] = "rows"  # or "documents"
+    warm_up: ClassVar[Callable[[Any], Any] | None] = None
+
+    def __init__(self, out_dir: Path, meta: ShardMeta):
+        self.out_dir = out_dir
+        self.meta = meta
+
+    def prepare(self) -> None:
+        """Driver, before any file is opened."""
+
+    def open_file(self, split: str, k: int) -> Any:
+        raise NotImplementedError
+
+    def write(self, handle: Any, rows: Any) -> None:
+        raise NotImplementedError
+
+    def close_file(self, handle: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        """Driver, once every file is closed."""
+
+
+@dataclass(frozen=True)
 class FileMeta:
     """What reading one file needs: ``row_length``; ``dtype`` of the stored tokens (as in
     ``shards.dtype``: a format may store its own, e.g. MindRecord is always int32)."""
@@ -69,7 +158,7 @@ class ShardFormat:
     """One shard format.
 
     name: the writer's name (``pack.writers``) and the ``format`` of its files in the manifest.
-    writer: writes its files (built per process; see :class:`dataprep.stage.ShardWriter`).
+    writer: writes its files (built per process; see :class:`ShardWriter`).
     suffix: the data file's suffix; ``companions``: the suffixes that replace it in the names of
       the files beside it (its index: ``x.idx`` for ``x.bin``, ``x.mindrecord.db`` for
       ``x.mindrecord``), which stand for it on the command line (``inspect x.idx`` reads ``x.bin``).
@@ -120,14 +209,11 @@ _DISCOVERED = False
 
 
 def register_format(fmt: ShardFormat) -> ShardFormat:
-    """Make ``fmt`` known by its name (its writer also joins the stage registry); returns it."""
-    from dataprep.stage import register
-
+    """Make ``fmt`` known by its name; returns it."""
     existing = _FORMATS.get(fmt.name)
     if existing is not None and existing.writer.__qualname__ != fmt.writer.__qualname__:
         raise TypeError(f"shard format {fmt.name!r} is registered twice")
     _FORMATS[fmt.name] = fmt
-    register(fmt.writer)
     return fmt
 
 

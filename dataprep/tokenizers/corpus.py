@@ -42,25 +42,16 @@ def iter_texts(inputs: list[str]) -> Iterator[str]:
             raw.append(item)
     if not raw:
         return
-    from dataprep import stage as registry
     from dataprep.plan import expand_inputs, make_plan
     from dataprep.recipe import load_recipe
-    from dataprep.stage import ReadReport, read_task
+    from dataprep.stage.reader import ReadReport, read_task
     from dataprep.stats import StageStats
 
     recipe = load_recipe("default")
     report = ReadReport(StageStats(), "skip")
     plan = make_plan(expand_inputs(raw), recipe, report)
-    readers: dict[str, registry.Reader] = {}
-
-    def reader(name: str) -> registry.Reader:
-        if name not in readers:
-            cls = registry.get(name)
-            readers[name] = cls(recipe.reader_params(cls))
-        return readers[name]
-
     for split in plan.tasks:
-        for doc in read_task(split, reader, report):
+        for doc in read_task(split, recipe.reader, report):
             yield doc.text
 
 

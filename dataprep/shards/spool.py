@@ -29,6 +29,7 @@ stream index of each run of rows from one source, and that source's id), so it i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,24 @@ class Buckets:
         with np.errstate(over="ignore"):
             mixed = _splitmix64(index.astype(np.uint64) ^ np.uint64(self.key))
         return (mixed % np.uint64(self.count)).astype(np.int64)
+
+
+def split_buckets(
+    seed: int, split_index: int, shuffle: bool, buffer_mb: int, row_length: int, rows: int
+) -> Buckets:
+    """How the ``rows`` rows of a split are assigned to buckets: by a hash keyed by (``seed``,
+    ``split_index``) when shuffling, else in stream order; a bucket holds at most ``buffer_mb``
+    MiB of rows (:func:`bucket_rows`)."""
+    key = (
+        int(np.random.SeedSequence([seed, split_index]).generate_state(1, np.uint64)[0]) if shuffle else None
+    )
+    each = bucket_rows(buffer_mb, row_length)
+    return Buckets(key, max(1, math.ceil(rows / each)), each)
+
+
+def bucket_rows(buffer_mb: int, row_length: int) -> int:
+    """Rows a bucket of ``buffer_mb`` MiB holds (three int32 copies of its tokens in memory)."""
+    return max(1, (buffer_mb << 20) // (3 * row_length * 4))
 
 
 class RowSpool:

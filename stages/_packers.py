@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dataprep.formats.rows import RowBatch
+from dataprep.formats.rows import RowBatch, documents_with_eos
 from dataprep.shards.accounting import PackStats
 
 
@@ -30,13 +30,7 @@ class DocChunk:
 
     def stream(self, eos: int) -> tuple[np.ndarray, np.ndarray]:
         """(tokens with one EOS after each document, exclusive end offset of each document)."""
-        ends = np.cumsum(self.lengths + 1)
-        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.int32)
-        keep = np.ones(len(out), dtype=bool)
-        keep[ends - 1] = False
-        out[keep] = self.tokens
-        out[ends - 1] = eos
-        return out, ends
+        return documents_with_eos(self.tokens, self.lengths, eos)
 
 
 def _rows_from_pieces(pieces: list[list[np.ndarray]], row_length: int, pad: int) -> RowBatch:

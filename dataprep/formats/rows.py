@@ -118,13 +118,20 @@ class DocumentBatch:
 
     def with_eos(self, eos: int) -> np.ndarray:
         """int32 [Σ lengths + n]: every document followed by ``eos``."""
-        ends = np.cumsum(self.lengths + 1)
-        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.int32)
-        keep = np.ones(len(out), dtype=bool)
-        keep[ends - 1] = False
-        out[keep] = self.tokens
-        out[ends - 1] = eos
-        return out
+        return documents_with_eos(self.tokens, self.lengths, eos)[0]
+
+
+def documents_with_eos(tokens: np.ndarray, lengths: np.ndarray, eos: int) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 [Σ lengths + n]: the documents of ``tokens`` (back to back, ``lengths`` tokens each)
+    each followed by ``eos``; int64 [n]: the exclusive end offset of each document, its EOS
+    included)."""
+    ends = np.cumsum(lengths + 1)
+    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.int32)
+    keep = np.ones(len(out), dtype=bool)
+    keep[ends - 1] = False
+    out[keep] = tokens
+    out[ends - 1] = eos
+    return out, ends
 
 
 def raw(values: np.ndarray, dtype: str) -> memoryview:

@@ -41,7 +41,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -62,6 +61,7 @@ from dataprep.stage import (
     param,
     register,
 )
+from dataprep.tokenizers.check import roundtrip_report, roundtrip_warning
 from stages import _mix
 from stages._pack_jobs import PackSettings, SplitSpills, pack_split
 from stages._packers import Packing
@@ -243,12 +243,13 @@ class Pack(GlobalStage):
     ) -> list[tuple[Document, int, int]]:
         """(document with its text decoded from its tokens, its characters when it reached this
         stage, its tokens) of the last ``count`` documents of a split's stream, in stream order."""
-        from dataprep.tokenizers.load import load_tokenizer
+        from dataprep.tokenizers.load import decode_texts
 
-        tok = load_tokenizer(ctx.artifacts["tokenizer"]["local_path"])
+        last = spills.last(count)
+        texts = decode_texts(ctx.artifacts["tokenizer"]["local_path"], [tokens for *_, tokens in last])
         return [
-            (Document(id=doc_id, text=tok.decode(tokens), source=source), chars, len(tokens))
-            for doc_id, source, chars, tokens in spills.last(count)
+            (Document(id=doc_id, text=text, source=source), chars, len(tokens))
+            for (doc_id, source, chars, tokens), text in zip(last, texts, strict=True)
         ]
 
     def _reject_tail(self, ctx: DriverContext, spills: SplitSpills, st: PackStats) -> None:
@@ -373,27 +374,13 @@ class Pack(GlobalStage):
                 self._reject_tail(ctx, spills[split], inp.rows.stats)
         # 3. the manifest
         tokenizer_entry = {k: v for k, v in tok.items() if k not in ("local_path", "examples_dir")}
-        tokenizer_entry["roundtrip"] = _roundtrip_report(tok.get("examples_dir"), ctx.task_ids)
-        if tokenizer_entry["roundtrip"]["examples"]:
-            ex = tokenizer_entry["roundtrip"]["examples"][0]
-            _log(
-                "warning: the tokenizer does not decode back to the original text on some documents "
-                f"(e.g. {ex['id']}: {ex['original']!r} -> {ex['decoded']!r}); "
-                "see manifest.json tokenizer.roundtrip"
-            )
+        tokenizer_entry["roundtrip"] = roundtrip_report(tok.get("examples_dir"), ctx.task_ids)
+        warning = roundtrip_warning(tokenizer_entry["roundtrip"])
+        if warning:
+            _log(warning)
         out: dict[str, Any] = {"tokenizer": tokenizer_entry, "shards": shards.to_json()}
         if mix is not None:
             train_input = splits.get("train")
             _mix.count_rows(ctx, mix, train_input.rows if train_input else None)
             out["mix"] = mix.to_json()
         return out
-
-
-def _roundtrip_report(examples_dir: str | None, task_ids: list[str]) -> dict[str, Any]:
-    examples: list[dict[str, Any]] = []
-    if examples_dir:
-        for t in task_ids:
-            path = Path(examples_dir) / f"{t}.roundtrip.json"
-            if path.exists() and len(examples) < 10:
-                examples += json.loads(path.read_text())[: 10 - len(examples)]
-    return {"examples": examples, "note": "counts: stats.json, stage tokenize, counters roundtrip_*"}

@@ -136,6 +136,27 @@ def test_normalizing_tokenizer_round_trip_differences_are_reported(tmp_path, tex
     assert counters["roundtrip_checked"] == 2 and counters["roundtrip_mismatch"] == 1
 
 
+def test_roundtrip_report_takes_the_first_examples_in_task_order_and_warns_with_the_first(tmp_path):
+    from dataprep.tokenizers.check import (
+        ROUNDTRIP_EXAMPLES,
+        roundtrip_difference,
+        roundtrip_report,
+        roundtrip_warning,
+    )
+
+    def example(i: int) -> dict:
+        return {"id": f"d{i}", **roundtrip_difference(f"Ａ{i}", f"A{i}")}
+
+    (tmp_path / "t2.roundtrip.json").write_text(json.dumps([example(i) for i in range(100, 108)]))
+    (tmp_path / "t1.roundtrip.json").write_text(json.dumps([example(i) for i in range(8)]))
+    report = roundtrip_report(str(tmp_path), ["t0", "t1", "t2"])  # t0 had no mismatch: no file
+    ids = [e["id"] for e in report["examples"]]
+    assert ids == [f"d{i}" for i in range(8)] + ["d100", "d101"] and len(ids) == ROUNDTRIP_EXAMPLES
+    warning = roundtrip_warning(report)
+    assert warning is not None and "d0: 'Ａ0' -> 'A0'" in warning
+    assert roundtrip_warning(roundtrip_report(None, ["t1"])) is None
+
+
 @pytest.mark.e2e
 def test_train_then_use_in_one_prepare(tmp_path, texts):
     corpus = write_corpus(tmp_path / "c", texts)

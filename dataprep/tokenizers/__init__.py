@@ -5,13 +5,14 @@ Modules (import from them; this package imports nothing):
 
 * :mod:`~dataprep.tokenizers.load`: ``load_tokenizer(path)`` (cached per process),
   ``resolve_tokenizer_file``, ``describe`` (the manifest's "tokenizer" entry), ``check_engines``
-  (the run's identity check, in the process that encodes for the tasks).
+  (the run's identity check, in the process that encodes for the tasks), ``decode_texts``.
 * :mod:`~dataprep.tokenizers.base`: ``TextTokenizer`` (the encoding contract every engine keeps),
   ``SpecialTokens``, ``TokenizerError``, ``default_threads``.
 * :mod:`~dataprep.tokenizers.engines`: ``HFTokenizer`` (fastokens, checked against the tokenizers
   library) and ``SentencePieceTokenizer``.
 * :mod:`~dataprep.tokenizers.check`: the comparisons behind the checks: fastokens' ids against
-  tokenizers' (budgets, mismatch records) and decoded text against the text (the round trip).
+  tokenizers' (budgets, mismatch records) and decoded text against the text (the round trip, and
+  ``roundtrip_report``, its examples gathered for the manifest).
 * :mod:`~dataprep.tokenizers.sample`: ``TextSample``, the deterministic bottom-k-by-hash sample a
   tokenizer trains on, and the held-out part.
 * :mod:`~dataprep.tokenizers.train`: ``train_tokenizer`` (byte-level BPE, SentencePiece BPE /

@@ -1,10 +1,14 @@
 """What checks a tokenizer's output compare: fastokens' ids against the tokenizers library's (the
 identity check, budgets and mismatch records) and a document's decoded text against its text (the
-round trip). Pure functions on ids and strings; the engines and the tokenize stage call them."""
+round trip). Pure functions on ids and strings; the engines and the tokenize stage call them.
+:func:`roundtrip_report` gathers the round trip's examples the tokenize stage saved per task
+(``<task>.roundtrip.json``) into the manifest's ``tokenizer.roundtrip`` entry."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +16,7 @@ import numpy as np
 CHECK_DOCS = 512  # texts encoded by both engines after loading / use_engine (no run verdict)
 CHECK_BYTES = 1 << 20  # ... or fewer, once this many UTF-8 bytes were checked
 RUN_CHECK_BYTES = 256 << 10  # UTF-8 bytes of a run's sample checked once (HFTokenizer.check_engine)
+ROUNDTRIP_EXAMPLES = 10  # round-trip mismatches shown in the manifest, first tasks first
 
 
 def first_mismatch(fast: list[np.ndarray], reference: list[np.ndarray]) -> int | None:
@@ -65,3 +70,29 @@ def roundtrip_difference(original: str, decoded: str, context: int = 20) -> dict
         "original_chars": len(original),
         "decoded_chars": len(decoded),
     }
+
+
+def roundtrip_report(examples_dir: str | None, task_ids: list[str]) -> dict[str, Any]:
+    """The manifest's ``tokenizer.roundtrip`` entry: the first ROUNDTRIP_EXAMPLES mismatches
+    (records of :func:`roundtrip_difference` with the document ``id``) of the files
+    ``<task>.roundtrip.json`` the tokenize stage left in ``examples_dir``, in ``task_ids`` order."""
+    examples: list[dict[str, Any]] = []
+    if examples_dir:
+        for t in task_ids:
+            path = Path(examples_dir) / f"{t}.roundtrip.json"
+            if path.exists() and len(examples) < ROUNDTRIP_EXAMPLES:
+                examples += json.loads(path.read_text())[: ROUNDTRIP_EXAMPLES - len(examples)]
+    return {"examples": examples, "note": "counts: stats.json, stage tokenize, counters roundtrip_*"}
+
+
+def roundtrip_warning(report: dict[str, Any]) -> str | None:
+    """The warning a run prints when :func:`roundtrip_report` found mismatches (its first one as
+    the example), else None."""
+    if not report["examples"]:
+        return None
+    ex = report["examples"][0]
+    return (
+        "warning: the tokenizer does not decode back to the original text on some documents "
+        f"(e.g. {ex['id']}: {ex['original']!r} -> {ex['decoded']!r}); "
+        "see manifest.json tokenizer.roundtrip"
+    )

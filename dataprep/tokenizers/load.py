@@ -2,13 +2,17 @@
 
 :func:`load_tokenizer` accepts either file, or a directory holding one of them, and returns a
 :class:`~dataprep.tokenizers.base.TextTokenizer` (cached per process). Nothing is ever
-downloaded. :func:`describe` gives the manifest's "tokenizer" entry.
+downloaded. :func:`describe` gives the manifest's "tokenizer" entry; :func:`decode_texts` the
+texts of token ids.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dataprep.tokenizers.base import SpecialTokens, TextTokenizer, TokenizerError
 from dataprep.tokenizers.engines import HFTokenizer, SentencePieceTokenizer
@@ -112,3 +116,10 @@ def check_engines(job: dict[str, Any]) -> dict[str, Any]:
     tok = load_tokenizer(job["path"])
     tok.use_engine(job["engine"])
     return tok.check_engine(job["texts"])
+
+
+def decode_texts(path: str | Path, ids: Iterable[np.ndarray]) -> list[str]:
+    """The text of each array of token ``ids`` (e.g. a packed document's tokens without its EOS),
+    decoded by the tokenizer at ``path`` (loaded once per process: :func:`load_tokenizer`)."""
+    tok = load_tokenizer(path)
+    return [tok.decode(i) for i in ids]

@@ -23,6 +23,7 @@ Token counts here include each document's EOS (what the stream holds).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -38,6 +39,7 @@ from dataprep.document import Document, Drop
 from dataprep.formats.manifest import MixManifest, SourceMix
 from dataprep.shards.output import SplitRows
 from dataprep.stage import DriverContext, InputError
+from stages._pack_jobs import SplitSpills, TaskSpill
 
 
 @dataclass
@@ -230,29 +232,27 @@ def _warn(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def apply_mix(
-    ctx: DriverContext, metas: list[dict[str, Any]], row: int
-) -> tuple[MixManifest, Path, list[dict[str, Any]]]:
-    """The mix of the train split (``ctx``: the packing stage's; ``metas``: its tasks' meta.json;
-    ``row``: tokens a row holds under concat packing, else 1): per source its target tokens, each
-    document's copies, each task's copies in stream order (two copies of a document never in
-    one row); the train spills rewritten so into ``work/mixed`` (one job per task), the
-    documents no copy of which is written rejected (``mix_not_chosen``). Returns the
-    manifest's ``mix`` block, the directory of the rewritten spills and the metas describing
-    them. A source short of its share: a warning, or under ``mix.policy: strict`` an
+def apply_mix(ctx: DriverContext, train: SplitSpills, row: int) -> tuple[MixManifest, SplitSpills]:
+    """The mix of the ``train`` split (``ctx``: the packing stage's; ``row``: tokens a row holds
+    under concat packing, else 1): per source its target tokens, each document's copies, each
+    task's copies in stream order (two copies of a document never in one row); the train spills
+    rewritten so into ``work/mixed`` (one job per task), the documents no copy of which is
+    written rejected (``mix_not_chosen``). Returns the manifest's ``mix`` block and the rewritten
+    train spills. A source short of its share: a warning, or under ``mix.policy: strict`` an
     InputError before anything is written."""
     config = ctx.artifacts["sources"]
     sources, settings = config["sources"], config["mix"]
     names = [s["name"] for s in sources]
-    tasks = [t for t, m in zip(ctx.task_ids, metas, strict=True) if m["train"]["documents"]]
-    by_task = dict(zip(ctx.task_ids, metas, strict=True))
+    tasks = [t.task_id for t in train.tasks]
+    by_task = {t.task_id: t for t in train.tasks}
+    work = Path(train.work_dir)
     lengths: dict[str, np.ndarray] = {}
     where: dict[str, list[list[Any]]] = {}
     for t in tasks:
-        lengths[t] = np.fromfile(ctx.work_dir / f"{t}.train.docs", dtype="<i8").reshape(-1, 2)[:, 0] + 1
-        with open(ctx.work_dir / f"{t}.train.ids", encoding="utf-8") as f:
+        lengths[t] = np.fromfile(work / f"{t}.train.docs", dtype="<i8").reshape(-1, 2)[:, 0] + 1
+        with open(work / f"{t}.train.ids", encoding="utf-8") as f:
             where[t] = [w for line in f for w in json.loads(line)]
-    of_source = [[t for t in tasks if by_task[t]["source"] == k] for k in range(len(names))]
+    of_source = [[t for t in tasks if by_task[t].source == k] for k in range(len(names))]
     available = [int(sum(int(lengths[t].sum()) for t in ts)) for ts in of_source]
     targets = plan_targets(
         available,
@@ -286,23 +286,22 @@ def apply_mix(
     mixed_dir.mkdir(exist_ok=True)
     offset = 0
     jobs: list[RewriteJob] = []
-    new_metas = [json.loads(json.dumps(m)) for m in metas]
-    new_by_task = dict(zip(ctx.task_ids, new_metas, strict=True))
+    mixed: list[TaskSpill] = []
     written = [[0, 0] for _ in names]  # copies, tokens (with EOS)
     kept = [[0, 0] for _ in names]
     unplaced = [0 for _ in names]
     for i, t in enumerate(tasks):
-        k = by_task[t]["source"]
+        k = by_task[t].source
         order, left = order_copies(lengths[t], mult[t], offset, row, [ctx.seed, i])
-        offset += int(lengths[t][order].sum())
+        tokens = int(lengths[t][order].sum())
+        offset += tokens
         np.save(mixed_dir / f"{t}.order.npy", order)
-        dtype = by_task[t].get("token_dtype", "<i4")
         order_path = str(mixed_dir / f"{t}.order.npy")
-        jobs.append(RewriteJob(str(ctx.work_dir), str(mixed_dir), t, dtype, order_path))
-        new_by_task[t]["train"]["documents"] = len(order)
-        new_by_task[t]["train"]["doc_tokens"] = int(lengths[t][order].sum()) - len(order)
+        jobs.append(RewriteJob(train.work_dir, str(mixed_dir), t, by_task[t].dtype, order_path))
+        if len(order):
+            mixed.append(dataclasses.replace(by_task[t], tokens=tokens, documents=len(order)))
         written[k][0] += len(order)
-        written[k][1] += int(lengths[t][order].sum())
+        written[k][1] += tokens
         chosen = mult[t] > 0
         kept[k][0] += int(chosen.sum())
         kept[k][1] += int(lengths[t][chosen].sum())
@@ -316,9 +315,6 @@ def apply_mix(
                 extra={"source": names[k], "tokens": int(lengths[t][j]) - 1},
             )
             ctx.reject(drop, chars=chars)
-    for t, m in zip(ctx.task_ids, new_metas, strict=True):
-        if t not in mult:
-            m["train"]["documents"] = m["train"]["doc_tokens"] = 0
     DecideJobs(ctx).map(rewrite_task, jobs)
     shares = achieved([w[1] for w in written])
     tolerance = float(settings.get("tolerance", 0.005))
@@ -354,7 +350,7 @@ def apply_mix(
     )
     if not met and not short:
         _warn("warning: mix: achieved shares outside the tolerance of the targets (see manifest.json mix)")
-    return mix, mixed_dir, new_metas
+    return mix, SplitSpills(str(mixed_dir), "train", mixed)
 
 
 def count_rows(ctx: DriverContext, mix: MixManifest, train: SplitRows | None) -> None:

@@ -10,7 +10,7 @@ numbers. Outputs do not depend on the number of workers.
 Spill files of a task (``<task>.<split>.*`` in the work directory, written by
 ``Pack.compute``): ``tokens`` (token ids, ``<u2`` or ``<i4``), ``docs`` (int64 [n, 2]: tokens and
 cut points per document), ``cuts`` (int32, optional), ``ids`` (JSON lines of [id, source,
-characters]); ``<task>.meta.json`` holds its counts (:class:`TaskSpill`).
+characters]); ``<task>.meta.json`` holds its counts, read by :func:`read_spills`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from dataprep.decide_jobs import DecideJobs
 from dataprep.formats.rows import DocumentBatch
 from dataprep.shards.accounting import PackStats, SplitTotals
-from dataprep.shards.output import SplitRows
+from dataprep.shards.output import SPLITS, SplitRows
 from dataprep.shards.spool import Bucket, Buckets, RowSpool, iter_records, merge_buckets, split_buckets
 from dataprep.stage import DriverContext
 from stages._packers import ConcatPacker, DocChunk, Packing
@@ -42,13 +42,16 @@ CHUNK_TOKENS = 1 << 22
 @dataclass(frozen=True)
 class TaskSpill:
     """What one task spilled for a split: ``documents``, ``tokens`` of their stream (one EOS
-    each), the spill's token type ``dtype``, and the recipe source of its documents (-1: none)."""
+    each), the spill's token type ``dtype``, the recipe source of its documents (-1: none), and
+    the smallest and largest token id spilled (-1: no token)."""
 
     task_id: str
     tokens: int
     documents: int
     dtype: str = "<i4"
     source: int = -1
+    min_id: int = -1
+    max_id: int = -1
 
 
 @dataclass
@@ -61,21 +64,10 @@ class SplitSpills:
     split: str
     tasks: list[TaskSpill]
 
-    @classmethod
-    def of(cls, work_dir: Path, split: str, task_ids: list[str], metas: list[dict[str, Any]]) -> SplitSpills:
-        """From the tasks' ``meta.json`` (``metas``, in ``task_ids`` order)."""
-        tasks = [
-            TaskSpill(
-                t,
-                m[split]["doc_tokens"] + m[split]["documents"],
-                m[split]["documents"],
-                m.get("token_dtype", "<i4"),
-                m.get("source", -1),
-            )
-            for t, m in zip(task_ids, metas, strict=True)
-            if m[split]["documents"]
-        ]
-        return cls(str(work_dir), split, tasks)
+    @property
+    def max_id(self) -> int:
+        """The largest token id spilled (-1: none)."""
+        return max((t.max_id for t in self.tasks), default=-1)
 
     @property
     def totals(self) -> SplitTotals:
@@ -93,6 +85,43 @@ class SplitSpills:
         return last_documents(
             Path(self.work_dir), [(t.task_id, t.dtype) for t in self.tasks], self.split, count
         )
+
+
+SPILL_DTYPES = ("<u2", "<i4")
+_SPLIT_COUNTS = ("documents", "doc_tokens", "min_id", "max_id")
+
+
+def read_spills(work_dir: Path, task_ids: list[str]) -> dict[str, SplitSpills]:
+    """Every split's spills (train first), from the counts the tasks wrote (``Pack.finish_compute``)
+    in ``work_dir / "<task>.meta.json"``, ``task_ids`` in stream order: per split ``documents``,
+    ``doc_tokens`` (without EOS), ``min_id`` and ``max_id`` (-1: no token); ``token_dtype`` of the
+    token spill and the task's recipe ``source`` (-1: none). RuntimeError naming the file when
+    it is missing or holds anything else."""
+    spills = [_task_spills(work_dir / f"{task_id}.meta.json", task_id) for task_id in task_ids]
+    return {
+        split: SplitSpills(str(work_dir), split, [t[split] for t in spills if t[split].documents])
+        for split in SPLITS
+    }
+
+
+def _task_spills(path: Path, task_id: str) -> dict[str, TaskSpill]:
+    """One task's spill of each split, from its meta.json at ``path`` (see :func:`read_spills`)."""
+    try:
+        meta = json.loads(path.read_text())
+        dtype, source = meta.get("token_dtype", "<i4"), meta.get("source", -1)
+        counts = {split: {key: meta[split][key] for key in _SPLIT_COUNTS} for split in SPLITS}
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as e:
+        raise RuntimeError(f"pack: {path}: not the counts of a task's spills ({e!r})") from None
+    numbers = [source, *(n for c in counts.values() for n in c.values())]
+    if dtype not in SPILL_DTYPES or any(type(n) is not int for n in numbers):
+        raise RuntimeError(f"pack: {path}: not the counts of a task's spills (a wrong token type or count)")
+    spills = {}
+    for split, c in counts.items():
+        if min(c["documents"], c["doc_tokens"]) < 0 or c["max_id"] < c["min_id"]:
+            raise RuntimeError(f"pack: {path}: impossible {split} counts {c}")
+        documents, tokens = c["documents"], c["doc_tokens"] + c["documents"]
+        spills[split] = TaskSpill(task_id, tokens, documents, dtype, source, c["min_id"], c["max_id"])
+    return spills
 
 
 @dataclass(frozen=True)

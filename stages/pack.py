@@ -50,7 +50,14 @@ from dataprep.formats.manifest import MixManifest
 from dataprep.formats.rows import raw
 from dataprep.plan import source_of
 from dataprep.shards.accounting import PackStats
-from dataprep.shards.output import ShardOutput, SplitInput, check_writers, write_shards, writer_warm_ups
+from dataprep.shards.output import (
+    SPLITS,
+    ShardOutput,
+    SplitInput,
+    check_writers,
+    write_shards,
+    writer_warm_ups,
+)
 from dataprep.shards.plan import TOKEN_DTYPES, FilesSettings
 from dataprep.stage import (
     DriverContext,
@@ -63,10 +70,9 @@ from dataprep.stage import (
 )
 from dataprep.tokenizers.check import roundtrip_report, roundtrip_warning
 from stages import _mix
-from stages._pack_jobs import PackSettings, SplitSpills, pack_split
+from stages._pack_jobs import PackSettings, SplitSpills, pack_split, read_spills
 from stages._packers import Packing
 
-SPLITS = ("train", "validation")
 UINT16_LIMIT = 1 << 16
 
 
@@ -319,17 +325,15 @@ class Pack(GlobalStage):
         eos = tok["eos_id"]
         pad = tok["pad_id"] if tok["pad_id"] is not None else eos
         dtype = self._dtype(tok["vocab_size"])
-        metas = [json.loads((ctx.work_dir / f"{t}.meta.json").read_text()) for t in ctx.task_ids]
-        max_id = max([m[s]["max_id"] for m in metas for s in SPLITS], default=-1)
-        min_ids = [m[s]["min_id"] for m in metas for s in SPLITS if m[s]["min_id"] >= 0]
-        if max_id >= tok["size"] or (min_ids and min(min_ids) < 0):
+        spills = read_spills(ctx.work_dir, ctx.task_ids)
+        max_id = max(sp.max_id for sp in spills.values())
+        if max_id >= tok["size"]:
             raise RuntimeError(
                 f"token ids reach {max_id}, outside the tokenizer's {tok['size']} ids: "
                 "the tokenizer file is inconsistent"
             )
         if max(max_id, eos, pad) >= (UINT16_LIMIT if dtype == "uint16" else 1 << 31):
             raise RecipeError(f"pack.dtype {dtype} cannot hold token id {max(max_id, eos, pad)}; use int32")
-        spills = {s: SplitSpills.of(ctx.work_dir, s, ctx.task_ids, metas) for s in SPLITS}
         train = spills["train"].totals
         if train.documents == 0 or (
             p.packing == "concat" and p.tail == "drop" and train.stream_tokens < p.row_length
@@ -340,10 +344,9 @@ class Pack(GlobalStage):
         # 0. the mix (recipes with sources): the train spills rewritten, copies and all
         mix: MixManifest | None = None
         if "sources" in ctx.artifacts:
-            mix, mixed_dir, mixed_metas = _mix.apply_mix(
-                ctx, metas, p.row_length if p.packing == "concat" else 1
+            mix, spills["train"] = _mix.apply_mix(
+                ctx, spills["train"], p.row_length if p.packing == "concat" else 1
             )
-            spills["train"] = SplitSpills.of(mixed_dir, "train", ctx.task_ids, mixed_metas)
         # 1. pack every split into the shuffle spool
         settings = PackSettings(
             p.packer, p.row_length, eos, pad, TOKEN_DTYPES[dtype], p.shuffle, p.shuffle_buffer_mb

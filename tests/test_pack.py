@@ -24,7 +24,7 @@ from dataprep.shards.spool import (
     read_part,
     scatter_bucket,
 )
-from stages._pack_jobs import task_chunks, task_ranges
+from stages._pack_jobs import read_spills, task_chunks, task_ranges
 from stages._packers import BestFitPacker, ConcatPacker, DocChunk, PadPacker, piece_ends
 from stages.pack import split_of
 
@@ -364,24 +364,23 @@ def test_a_truncated_spool_file_is_an_error_not_short_rows(tmp_path, monkeypatch
         read_bucket(bucket, 3, "<i4")
 
 
-def spill_tasks(work: Path, tasks: list[list[np.ndarray]], dtype: str = "<i4") -> list[dict]:
-    """Task spills of the train split, as Pack.compute leaves them (tokens as ``dtype``); their
-    metas."""
-    metas = []
+def spill_tasks(work: Path, tasks: list[list[np.ndarray]], dtype: str = "<i4") -> list[str]:
+    """Task spills of the train split, as Pack.compute and Pack.finish_compute leave them (tokens
+    as ``dtype``); the task ids."""
     for i, docs in enumerate(tasks):
         t = f"t{i:05d}"
         if docs:
             np.asarray([[len(d), 0] for d in docs], dtype="<i8").tofile(work / f"{t}.train.docs")
             np.concatenate(docs).astype(dtype).tofile(work / f"{t}.train.tokens")
         total = int(sum(len(d) for d in docs))
-        metas.append(
-            {
-                "train": {"documents": len(docs), "doc_tokens": total, "min_id": 10, "max_id": 999},
-                "validation": {"documents": 0, "doc_tokens": 0, "min_id": -1, "max_id": -1},
-                "token_dtype": dtype,
-            }
-        )
-    return metas
+        meta = {
+            "train": {"documents": len(docs), "doc_tokens": total, "min_id": 10, "max_id": 999},
+            "validation": {"documents": 0, "doc_tokens": 0, "min_id": -1, "max_id": -1},
+            "token_dtype": dtype,
+            "source": -1,
+        }
+        (work / f"{t}.meta.json").write_text(json.dumps(meta))
+    return [f"t{i:05d}" for i in range(len(tasks))]
 
 
 @pytest.mark.slow
@@ -407,15 +406,12 @@ def test_concat_packed_by_runs_of_tasks_equals_packing_the_whole_stream(
     monkeypatch.setattr(_pack_jobs, "CHUNK_TOKENS", 16)  # several chunks per task
     work = tmp_path_factory.mktemp("work")
     tasks = [make_docs(lengths, seed=i) for i, lengths in enumerate(task_docs)]
-    metas = spill_tasks(work, tasks, spill)
+    task_ids = spill_tasks(work, tasks, spill)
     if not any(tasks):
         return
     params = PackParams(seq_length=L - 1, shuffle=shuffle, tail=tail, shuffle_buffer_mb=1)
-    task_ids = [f"t{i:05d}" for i in range(len(tasks))]
     ctx = DriverContext(work, work, task_ids, 3, {}, StageStats(), workers=workers, quiet=True)
-    sp = _pack_jobs.pack_split(
-        ctx, 0, _pack_jobs.SplitSpills.of(work, "train", task_ids, metas), _settings(params)
-    )
+    sp = _pack_jobs.pack_split(ctx, 0, _pack_jobs.read_spills(work, task_ids)["train"], _settings(params))
     got = [read_bucket(b, L, "<i4") for b in sp.buckets if b.rows]
     index = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in got])
     rows = RowBatch.concat([r for _, r in got], L).select(np.argsort(index))
@@ -462,11 +458,37 @@ def test_tasks_spill_tokens_in_uint16_when_every_id_fits(tmp_path, size, spill, 
     stage.begin_task(ctx)
     stage.compute(docs, ctx)
     stage.finish_compute(ctx)
-    meta = json.loads((tmp_path / "t00000.meta.json").read_text())
-    assert meta["token_dtype"] == spill
+    (train,) = read_spills(tmp_path, ["t00000"])["train"].tasks
+    assert (train.dtype, train.documents, train.tokens, train.max_id) == (spill, 3, 12, size - 1)
     assert (tmp_path / "t00000.train.tokens").stat().st_size == 9 * itemsize
     chunk = next(task_chunks(tmp_path, "t00000", "train", False, spill))
     assert chunk.tokens.tolist() == [t for d in docs for t in d.tokens.tolist()]  # 65535 survives
+
+
+def test_task_counts_are_read_typed_and_a_wrong_meta_json_is_named(tmp_path):
+    task_ids = spill_tasks(tmp_path, [[np.arange(5)], [], [np.arange(3), np.arange(4)]], "<u2")
+    spills = read_spills(tmp_path, task_ids)
+    assert [(t.task_id, t.documents, t.tokens) for t in spills["train"].tasks] == [
+        ("t00000", 1, 6),
+        ("t00002", 2, 9),
+    ]  # tasks without documents are left out; tokens count one EOS a document
+    assert spills["validation"].tasks == [] and spills["train"].max_id == 999
+    assert spills["train"].totals.doc_tokens == 12
+    meta = tmp_path / "t00001.meta.json"
+    good = json.loads(meta.read_text())
+    for bad in (
+        "{",
+        json.dumps({**good, "validation": {}}),
+        json.dumps({**good, "token_dtype": "<f4"}),
+        json.dumps({**good, "train": {**good["train"], "documents": "1"}}),
+        json.dumps({**good, "train": {**good["train"], "doc_tokens": -1}}),
+    ):
+        meta.write_text(bad)
+        with pytest.raises(RuntimeError, match=r"t00001\.meta\.json"):
+            read_spills(tmp_path, task_ids)
+    meta.unlink()
+    with pytest.raises(RuntimeError, match=r"t00001\.meta\.json"):
+        read_spills(tmp_path, task_ids)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -489,17 +511,14 @@ def test_pad_and_bestfit_pack_each_task_on_its_own_and_keep_stream_order(
 
     work = tmp_path_factory.mktemp("work")
     tasks = [make_docs(lengths, seed=i) for i, lengths in enumerate(task_docs)]
-    metas = spill_tasks(work, tasks, "<u2")
+    task_ids = spill_tasks(work, tasks, "<u2")
     if not any(tasks):
         return
     params = PackParams(
         seq_length=L - 1, packing=packing, long_docs=long_docs, shuffle=shuffle, bestfit_window_rows=2
     )
-    task_ids = [f"t{i:05d}" for i in range(len(tasks))]
     ctx = DriverContext(work, work, task_ids, 3, {}, StageStats(), quiet=True)
-    sp = _pack_jobs.pack_split(
-        ctx, 0, _pack_jobs.SplitSpills.of(work, "train", task_ids, metas), _settings(params)
-    )
+    sp = _pack_jobs.pack_split(ctx, 0, _pack_jobs.read_spills(work, task_ids)["train"], _settings(params))
     got = [read_bucket(b, L, "<i4") for b in sp.buckets if b.rows]
     index = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in got])
     rows = RowBatch.concat([r for _, r in got], L).select(np.argsort(index))

@@ -53,23 +53,25 @@ class SplitTotals:
         return self.doc_tokens + self.documents
 
 
-def split_entry(
-    stats_counter: Any,
-    split: str,
-    *,
-    row_length: int,
-    written: dict[str, int],
-    totals: SplitTotals,
-    st: PackStats,
-    plan: ShardPlan,
-    equal_shards: bool,
-    entries: list[dict[str, Any]],
-) -> SplitEntry:
-    """The manifest entry of ``split``, its token accounting checked (``written``: what the files
-    hold, by :data:`dataprep.shards.spool.COUNTS`), its counters counted in ``stats_counter``
-    (a :class:`dataprep.stats.StageStats`)."""
-    L = row_length
-    w, t = written, totals
+@dataclass(frozen=True)
+class SplitWritten:
+    """One split as written: ``totals`` its tasks spilled, ``stats`` of its packers, ``counts``
+    its files hold (by :data:`dataprep.shards.spool.COUNTS`), the ``plan`` that cut its rows into
+    files, and the files' manifest entries."""
+
+    split: str
+    totals: SplitTotals
+    stats: PackStats
+    counts: dict[str, int]
+    plan: ShardPlan
+    files: list[FileEntry]
+
+
+def split_entry(done: SplitWritten, row_length: int, stats_counter: Any) -> SplitEntry:
+    """The manifest entry of split ``done``, its token accounting checked (rows of ``row_length``
+    tokens), its counters counted in ``stats_counter`` (a :class:`dataprep.stats.StageStats`)."""
+    L, split = row_length, done.split
+    w, t, st = done.counts, done.totals, done.stats
     dropped = Dropped(tail_tokens=st.tail_dropped, truncated_tokens=st.truncated_tokens, eos=st.eos_dropped)
     expected = t.stream_tokens - st.tail_dropped - st.truncated_tokens
     if w["tokens"] != expected or w["eos"] != t.documents - dropped.eos:
@@ -95,9 +97,10 @@ def split_entry(
             "rows_vs_concat": round(w["rows"] / concat_rows, 4) if concat_rows else None,
             "padding_fraction": round(w["padding"] / (w["rows"] * L), 6) if w["rows"] else 0.0,
         },
-        files=[FileEntry.from_json(e) for e in entries if e["split"] == split],
+        files=done.files,
     )
-    if split == "train" and equal_shards:
+    if done.plan.equal:
+        plan = done.plan
         entry.equal_files = {"files": len(plan.sizes) - plan.remainder, "rows": plan.sizes[0]}
     for name, value in (
         ("rows", w["rows"]),

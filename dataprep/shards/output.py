@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dataprep.decide_jobs import DecideJobs
-from dataprep.formats.manifest import ShardsManifest
+from dataprep.formats.manifest import FileEntry, ShardsManifest
 from dataprep.formats.registry import ShardMeta, get_format
-from dataprep.shards.accounting import PackStats, SplitTotals, split_entry
+from dataprep.shards.accounting import PackStats, SplitTotals, SplitWritten, split_entry
 from dataprep.shards.files import (
     DocumentsJob,
     DocumentSource,
@@ -245,17 +245,18 @@ def write_shards(ctx: DriverContext, spec: ShardOutput, splits: dict[str, SplitI
         writer.commit()
     splits_out = {
         split: split_entry(
+            SplitWritten(
+                split,
+                splits[split].totals,
+                splits[split].rows.stats,
+                counts,
+                plans[split],
+                [FileEntry.from_json(e) for e in entries if e["split"] == split],
+            ),
+            L,
             ctx.stats,
-            split,
-            row_length=L,
-            written=w,
-            totals=splits[split].totals,
-            st=splits[split].rows.stats,
-            plan=plans[split],
-            equal_shards=spec.files.equal_shards,
-            entries=entries,
         )
-        for split, w in written.items()
+        for split, counts in written.items()
     }
     return ShardsManifest(
         seq_length=spec.seq_length,

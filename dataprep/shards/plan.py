@@ -20,10 +20,12 @@ REMAINDER = "remainder"  # the stem suffix of a split's remainder file: <split>-
 class ShardPlan:
     """How one split's rows are cut into files, in final order: ``sizes`` (rows per file);
     ``remainder``: the last file is the remainder file, holding the ``rows mod equal files`` rows
-    left over after files of equal size (fewer rows than there are equal files)."""
+    left over after files of equal size (fewer rows than there are equal files); ``equal``: the
+    files (the remainder file apart) hold equal rows."""
 
     sizes: list[int]
     remainder: bool = False
+    equal: bool = False
 
     @property
     def rows(self) -> int:
@@ -43,7 +45,7 @@ def shard_plan(rows: int, files: int, equal: bool) -> ShardPlan:
     files = max(1, min(files, rows)) if rows else 1
     per, extra = divmod(rows, files)
     if equal:
-        return ShardPlan([per] * files + ([extra] if extra else []), remainder=extra > 0)
+        return ShardPlan([per] * files + ([extra] if extra else []), remainder=extra > 0, equal=True)
     return ShardPlan([per + (1 if i < extra else 0) for i in range(files)])
 
 

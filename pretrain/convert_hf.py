@@ -32,7 +32,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pretrain.model import ModelConfig, expected_parameters
+from pretrain.model import WEIGHT_KEYS, ModelConfig, expected_parameters
 
 # Non-parameter buffers some exports carry; they are recomputed, never loaded.
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -294,21 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 
         hf = json.loads((Path(args.hf) / "config.json").read_text(encoding="utf-8"))
         cfg = model_config_from_hf(hf, args.vocab_size)
-        section = {
-            k: getattr(cfg, k)
-            for k in (
-                "hidden_size",
-                "num_layers",
-                "num_heads",
-                "num_kv_heads",
-                "intermediate_size",
-                "rms_norm_eps",
-                "rope_theta",
-                "tie_word_embeddings",
-                "qkv_bias",
-                "vocab_size",
-            )
-        }
+        section = {k: getattr(cfg, k) for k in (*WEIGHT_KEYS, "vocab_size")}
         section["init_from"] = str(args.out)
         Path(args.write_config).write_text(
             yaml.safe_dump({"model": section}, sort_keys=False), encoding="utf-8"

@@ -40,26 +40,11 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pretrain.model import ModelConfig, expected_parameters
+from pretrain.model import WEIGHT_KEYS, ModelConfig, expected_parameters
 
 HF_CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
-MODEL_KEYS = (
-    "type",
-    "vocab_size",
-    "seq_length",
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "num_kv_heads",
-    "intermediate_size",
-    "rms_norm_eps",
-    "rope_theta",
-    "tie_word_embeddings",
-    "qkv_bias",
-    "document_attention",
-    "init_std",
-)
+MODEL_KEYS = ("type", "vocab_size", "seq_length", *WEIGHT_KEYS, "document_attention", "init_std")
 
 
 class ExportError(RuntimeError):

@@ -81,6 +81,21 @@ class ModelConfig:
         return cls(**d)
 
 
+# The fields that fix a checkpoint's weights and how they compute (besides its vocabulary): what a
+# checkpoint converted from Hugging Face or exported to it carries.
+WEIGHT_KEYS = (
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "intermediate_size",
+    "rms_norm_eps",
+    "rope_theta",
+    "tie_word_embeddings",
+    "qkv_bias",
+)
+
+
 def rope_tables(head_dim: int, max_positions: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin tables float32 [max_positions, head_dim] in the HF layout (frequencies repeated twice)."""
     inv_freq = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))

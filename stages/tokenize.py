@@ -10,7 +10,9 @@ tokenizer/training.json records ``tokens_per_char`` and ``bytes_per_token``. Tra
 have fixed special ids: <pad>=0, <s>=1, </s>=2, <unk>=3.
 
 Checks (fail fast, with what to change): the tokenizer has an EOS token; ``model_vocab_size``
-(recorded as the manifest's vocab_size) covers every tokenizer id. In the workers: the first
+(recorded as the manifest's vocab_size) covers every tokenizer id. A given tokenizer is checked
+while the first passes run (loaded on the worker of the engine check) and stops the run before
+its pass; a file that is no tokenizer at all is refused at setup, on its first bytes. In the workers: the first
 ``roundtrip_docs`` documents of each task are decoded again and compared with their text
 (differences are counted and sampled into the manifest, e.g. for NFKC-normalizing tokenizers).
 Documents that encode to nothing are dropped (``no_tokens``); special-token strings in the text

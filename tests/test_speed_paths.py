@@ -112,3 +112,27 @@ def test_remove_all_removes_trees_files_and_links_without_following_them(tmp_pat
     remove_all([tree, single, tmp_path / "missing"])
     assert not tree.exists() and not single.exists()
     assert (keep / "precious").read_text() == "x"
+
+
+def test_warm_ups_queued_behind_the_last_pass_run_once_per_worker() -> None:
+    from dataprep.executor.pool import LocalExecutor
+    from dataprep.executor.warmup import WarmUps, warm_up
+
+    calls: list[str] = []
+
+    def load(_: object) -> None:
+        calls.append("load")
+
+    class Writer:
+        def warm_ups(self) -> list:
+            return [load]
+
+    submitted: list[tuple] = []
+    warm_ups = WarmUps.on_pool([Writer(), Writer()], lambda fn, arg: submitted.append(("now", arg)), 2)  # type: ignore[list-item]
+    warm_ups.run_at_pass_end(-1, lambda fn, arg: submitted.append((fn, arg)))
+    assert submitted == [(warm_up, load), (warm_up, load)]
+    warm_ups.run_after(-1)  # started already: not again
+    assert len(submitted) == 2
+    one = LocalExecutor(1)
+    one.submit_after_pass(warm_up, load)  # no pool: at once
+    assert calls == ["load"]

@@ -525,6 +525,14 @@ def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
             assert isinstance(deciding, GlobalStage)
             stats = ctx.driver_stats[ctx.labels[p.compute]]  # type: ignore[index]
             deciding.prepare_decide(_driver_context(ctx, warm_ups, p.compute, stats))  # type: ignore[arg-type]
+        after_pass = getattr(ctx.executor, "submit_after_pass", None)
+        if (
+            p is ctx.passes[-1]
+            and p.compute is not None
+            and after_pass is not None
+            and ctx.executor.has_workers
+        ):
+            warm_ups.run_at_pass_end(p.compute - 1, after_pass)  # the last decide's (shard writers)
         _run_tasks(ctx, p)
         clock.stop(f"pass{p.index}", t0)
         ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))

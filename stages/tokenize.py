@@ -12,8 +12,8 @@ have fixed special ids: <pad>=0, <s>=1, </s>=2, <unk>=3.
 Checks (fail fast, with what to change): the tokenizer has an EOS token; ``model_vocab_size``
 (recorded as the manifest's vocab_size) covers every tokenizer id. A given tokenizer is checked
 while the first passes run (loaded on the worker of the engine check) and stops the run before
-its pass; a file that is no tokenizer at all is refused at setup, on its first bytes. In the workers: the first
-``roundtrip_docs`` documents of each task are decoded again and compared with their text
+its pass; a file that is no tokenizer at all is refused at setup, on its first bytes. In the
+workers: the first ``roundtrip_docs`` documents of each task are decoded again and compared with their text
 (differences are counted and sampled into the manifest, e.g. for NFKC-normalizing tokenizers).
 Documents that encode to nothing are dropped (``no_tokens``); special-token strings in the text
 are encoded as plain text, so an EOS id never comes from a document (a document whose ids
@@ -52,6 +52,7 @@ Publishes the "tokenizer" artifact (see :func:`dataprep.tokenizers.load.describe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -181,6 +182,15 @@ def _publish_info(
     return info
 
 
+def _load_for_decoding(path: Path) -> None:
+    """Load the tokenizer at ``path`` into this process's cache, with what decoding needs (the
+    tokenizers library's; errors are met where the tokenizer is used)."""
+    from dataprep.tokenizers.load import load_tokenizer
+
+    with contextlib.suppress(Exception):
+        load_tokenizer(path).decode([])
+
+
 ENGINE_ARTIFACT = "tokenizer_engine"
 
 
@@ -299,6 +309,12 @@ class Tokenize(GlobalStage):
                 _take_verdict(ctx, result["verdict"])
         else:
             _publish_info(ctx, self.params, path, result, trained=False)
+        if ctx.executor is not None and ctx.executor.has_workers:
+            # the driver decodes a few documents in a later decide (e.g. pack's dropped tail):
+            # the tokenizer is loaded here while the workers encode, not there while they wait
+            threading.Thread(
+                target=_load_for_decoding, args=(path,), name="tokenizer-load", daemon=True
+            ).start()
 
     # -- training sample (pass before): per task, the texts with the smallest hashes
     def begin_task(self, ctx: StageContext) -> None:

@@ -11,6 +11,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dataprep.io import (
     RawInput,
@@ -28,11 +29,14 @@ from dataprep.stage.reader import InputError, InputSplit, Reader, ReadReport
 
 @dataclass
 class LineRecord:
-    """One decoded line. text has its line ending removed; line is 1-based."""
+    """One decoded line. text has its line ending removed; line is 1-based. ``value``: what a
+    reader's :meth:`LineReader.parse_raw` made of the raw line, in place of the text (None: the
+    text is there)."""
 
     line: int
     text: str
     nbytes: int
+    value: Any = None
 
 
 class InputChanged(InputError):
@@ -175,6 +179,10 @@ class LineReader(Reader):
         of a legacy encoding is decoded alone (a bad byte costs its own line); UTF-16/32 arrive
         transcoded to UTF-8."""
         params: InputParams = self.params
+        if raw is not None and codec == "utf-8":
+            value = self.parse_raw(raw)
+            if value is not None:
+                return LineRecord(line_no, "", len(raw), value)
         if raw is None:
             where = f"{split.rel}:{line_no}"
             report.record_error(
@@ -203,6 +211,12 @@ class LineReader(Reader):
             report.repair(kind, where, message + " (replaced with U+FFFD)")
             text = raw.decode(line_codec, "replace")
         return LineRecord(line_no, text.rstrip("\r\n"), nbytes)
+
+    def parse_raw(self, raw: bytes) -> Any:
+        """A reader's value of a raw UTF-8 line (newline included) when it can make it straight
+        from the bytes, exactly as from the decoded text; None sends the line the general way
+        (decoded, repaired and reported as needed, then given to the reader as text)."""
+        return None
 
     @staticmethod
     def _read(split: InputSplit, report: ReadReport, end: int, digest: str) -> None:

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import orjson
+
 from dataprep.document import Document
 from dataprep.readers import LineReader
 from dataprep.recipe import InputParams
@@ -52,6 +54,28 @@ def _parse(line: str) -> object:
     return _DECODER.decode(line)
 
 
+FLAT_VALUE_TYPES = (str, int, bool, type(None))  # orjson's values of these equal json's
+
+
+def parse_flat(raw: bytes) -> dict | None:
+    """The object of a raw JSONL line (UTF-8 bytes) when orjson parses it and every value is a
+    string, an integer (orjson's integers are exact within 64 bits; beyond, it returns a float),
+    a boolean or null: then it is what :func:`_parse` makes of the decoded line, duplicate keys
+    included. None for anything else (not JSON for orjson, another top level, floats, nesting,
+    unpaired surrogate escapes, invalid UTF-8, raw control bytes): those go the general way, which
+    reports them as it always did."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict:
+        return None
+    for v in obj.values():
+        if not isinstance(v, FLAT_VALUE_TYPES):
+            return None
+    return obj
+
+
 def _without_lone_surrogates(obj: dict) -> tuple[dict, bool]:
     """obj with every unpaired UTF-16 surrogate (not encodable as UTF-8) replaced by U+FFFD."""
     dumped = json.dumps(obj, ensure_ascii=False)
@@ -74,9 +98,29 @@ class JsonlReader(LineReader):
     extensions = (".jsonl", ".json", ".ndjson")
     Params = JsonlParams
 
+    def parse_raw(self, raw: bytes) -> dict | None:
+        obj = parse_flat(raw)
+        if obj is None or type(obj.get(self.params.text_field)) is not str:
+            return None  # reported (missing field, wrong type) the general way
+        return obj
+
+    def _document(self, text: str, obj: dict, where: str, split: InputSplit, report: ReadReport) -> Document:
+        """The document of a record's text and its other fields (``obj``, text field removed)."""
+        if "\x00" in text:
+            report.repair("nul_bytes", where, "NUL character(s) removed from the text")
+            text = text.replace("\x00", "")
+        doc_id = obj.pop(self.params.id_field, None)
+        return report.emit(
+            Document(id=str(doc_id) if doc_id is not None else where, text=text, source=split.rel, meta=obj)
+        )
+
     def read(self, split: InputSplit, report: ReadReport) -> Iterator[Document]:
         p: JsonlParams = self.params
         for rec in self.lines(split, report):
+            if rec.value is not None:  # a flat object holding its text, parsed from the raw bytes
+                obj = rec.value
+                yield self._document(obj.pop(p.text_field), obj, f"{split.rel}:{rec.line}", split, report)
+                continue
             if not rec.text or rec.text.isspace():
                 continue  # blank lines separate nothing in JSONL; they are not records
             where = f"{split.rel}:{rec.line}"  # only used when something is wrong, or as the id
@@ -123,15 +167,4 @@ class JsonlReader(LineReader):
                     rec.text,
                 )
                 continue
-            if "\x00" in text:
-                report.repair("nul_bytes", where, "NUL character(s) removed from the text")
-                text = text.replace("\x00", "")
-            doc_id = obj.pop(p.id_field, None)
-            yield report.emit(
-                Document(
-                    id=str(doc_id) if doc_id is not None else where,
-                    text=text,
-                    source=split.rel,
-                    meta=obj,
-                )
-            )
+            yield self._document(text, obj, where, split, report)

@@ -10,8 +10,10 @@ tokenizer/training.json records ``tokens_per_char`` and ``bytes_per_token``. Tra
 have fixed special ids: <pad>=0, <s>=1, </s>=2, <unk>=3.
 
 Checks (fail fast, with what to change): the tokenizer has an EOS token; ``model_vocab_size``
-(recorded as the manifest's vocab_size) covers every tokenizer id. In the workers: the first
-``roundtrip_docs`` documents of each task are decoded again and compared with their text
+(recorded as the manifest's vocab_size) covers every tokenizer id. A given tokenizer is checked
+while the first passes run (loaded on the worker of the engine check) and stops the run before
+its pass; a file that is no tokenizer at all is refused at setup, on its first bytes. In the
+workers: the first ``roundtrip_docs`` documents of each task are decoded again and compared with their text
 (differences are counted and sampled into the manifest, e.g. for NFKC-normalizing tokenizers).
 Documents that encode to nothing are dropped (``no_tokens``); special-token strings in the text
 are encoded as plain text, so an EOS id never comes from a document (a document whose ids
@@ -50,9 +52,12 @@ Publishes the "tokenizer" artifact (see :func:`dataprep.tokenizers.load.describe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -116,31 +121,51 @@ class TokenizeParams:
             raise ValueError("model_vocab_size, roundtrip_docs and paragraph_cuts_over must be >= 0")
 
 
+def _describe_job(params: TokenizeParams, local: Path) -> dict[str, Any]:
+    """The job of :func:`dataprep.tokenizers.load.describe_file` for the tokenizer at ``local``."""
+    return {
+        "path": str(local),
+        "engine": params.engine,
+        "eos_token": params.eos_token,
+        "pad_token": params.pad_token,
+        "file": f"{TOKENIZER_DIR}/{local.name}",
+        "model_vocab_size": params.model_vocab_size,
+    }
+
+
 def _publish(ctx: DriverContext, params: TokenizeParams, local: Path, trained: bool) -> dict[str, Any]:
-    """Load the tokenizer in OUT's tokenizer directory, resolve its special tokens and publish it.
-    A trained tokenizer gets the Hugging Face files (tokenizer_config.json and
-    special_tokens_map.json, model_max_length: the pack stage's seq_length when the recipe packs);
-    a supplied one has the ones copied beside it, and their absence is logged. Both are recorded
-    in the entry's ``hf``."""
+    """Load the tokenizer in OUT's tokenizer directory, resolve its special tokens and publish it
+    (:func:`_publish_info`)."""
     from dataprep.tokenizers.base import TokenizerError
+    from dataprep.tokenizers.load import describe_file
+
+    try:
+        info = describe_file(_describe_job(params, local))
+    except TokenizerError as e:
+        raise RecipeError(f"tokenize: {e}") from None
+    return _publish_info(ctx, params, local, info, trained)
+
+
+def _publish_info(
+    ctx: DriverContext, params: TokenizeParams, local: Path, info: dict[str, Any], trained: bool
+) -> dict[str, Any]:
+    """Publish the tokenizer at ``local`` described by ``info``. A trained tokenizer gets the
+    Hugging Face files (tokenizer_config.json and special_tokens_map.json, model_max_length: the
+    pack stage's seq_length when the recipe packs); a supplied one has the ones copied beside it,
+    and their absence is logged. Both are recorded in the entry's ``hf``."""
+    import dataclasses
+
+    from dataprep.tokenizers.base import SpecialTokens
     from dataprep.tokenizers.hf_files import (
         HF_CONFIG_FILES,
         HF_TOKENIZER_CLASS,
         found_hf_config,
         write_hf_config,
     )
-    from dataprep.tokenizers.load import describe, load_tokenizer
 
-    try:
-        tok = load_tokenizer(local)
-        if tok.kind != "hf":
-            tok.use_engine(params.engine)  # fails fast on an engine this tokenizer cannot have
-        specials = tok.special_tokens(params.eos_token, params.pad_token)
-        info = describe(tok, specials, f"{TOKENIZER_DIR}/{local.name}", params.model_vocab_size)
-    except TokenizerError as e:
-        raise RecipeError(f"tokenize: {e}") from None
     if trained:
         max_length = ctx.artifacts.get(SEQ_LENGTH_ARTIFACT)
+        specials = SpecialTokens(**{f.name: info[f.name] for f in dataclasses.fields(SpecialTokens)})
         files = write_hf_config(local.parent, specials, max_length)
         info["hf"] = {"files": files, "tokenizer_class": HF_TOKENIZER_CLASS, "model_max_length": max_length}
     else:
@@ -155,6 +180,15 @@ def _publish(ctx: DriverContext, params: TokenizeParams, local: Path, trained: b
     artifact = {**info, "local_path": str(local), "examples_dir": str(ctx.work_dir)}
     ctx.publish("tokenizer", artifact)
     return info
+
+
+def _load_for_decoding(path: Path) -> None:
+    """Load the tokenizer at ``path`` into this process's cache, with what decoding needs (the
+    tokenizers library's; errors are met where the tokenizer is used)."""
+    from dataprep.tokenizers.load import load_tokenizer
+
+    with contextlib.suppress(Exception):
+        load_tokenizer(path).decode([])
 
 
 ENGINE_ARTIFACT = "tokenizer_engine"
@@ -207,7 +241,8 @@ class Tokenize(GlobalStage):
         self._examples: list[dict[str, Any]] = []
         self._engine_task = True
         self._trainer: IsolatedProcess | None = None  # the training process, started ahead
-        self._checking: Any = None  # the future of the run's engine check (a given tokenizer)
+        # a given tokenizer's path and the future of its description (and engine check)
+        self._describing: tuple[Path, Future[dict[str, Any]]] | None = None
 
     def needs_global_pass(self) -> bool:
         return self.params.tokenizer == "train"
@@ -227,44 +262,59 @@ class Tokenize(GlobalStage):
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
         copy_hf_config(src.parent, dst.parent)  # the supplied tokenizer's own Hugging Face files
-        info = _publish(ctx, self.params, dst, trained=False)
-        if info["kind"] == "hf" and self.params.engine != "tokenizers":
-            self._start_check(ctx, dst)
-            if self.params.engine == "fastokens":  # demanded: fail before any pass, not after some
-                self.prepare_apply(ctx)
+        self._describing = self._start_describe(ctx, dst)
+        if self.params.engine == "fastokens":  # demanded: fail before any pass, not after some
+            self.prepare_apply(ctx)
 
-    def _start_check(self, ctx: DriverContext, path: Path) -> None:
-        """Start the run's engine check on a worker (in this process without an executor); its
-        verdict is taken in :meth:`prepare_apply`."""
-        from concurrent.futures import Future
-
+    def _start_describe(self, ctx: DriverContext, path: Path) -> tuple[Path, Future[dict[str, Any]]]:
+        """Start loading and describing the tokenizer at ``path`` (and, for a tokenizer.json, the
+        run's engine check) while the first passes run: the loads take 0.5-3 CPU-s for a large
+        vocabulary. With a pool, on one of its workers, which loads both engines for the check and
+        keeps them for its tasks (its result: :func:`dataprep.tokenizers.load.describe_and_check`);
+        without one, in a thread of this process. Taken in :meth:`prepare_apply`, before the
+        tokenizer's pass (a file that is no tokenizer was refused here, on its first bytes)."""
         from dataprep.tokenizers.check import RUN_CHECK_BYTES
-        from dataprep.tokenizers.load import check_engines
+        from dataprep.tokenizers.load import describe_and_check, describe_file
 
-        texts = ctx.input_sample(RUN_CHECK_BYTES) if ctx.input_sample is not None else []
-        if not texts:  # nothing to check on: each task checks its first documents itself
-            return
-        job = {"path": str(path), "engine": self.params.engine, "texts": texts}
-        if ctx.executor is not None:
-            self._checking = ctx.executor.submit(check_engines, job)
-            return
-        self._checking = Future()
-        try:
-            self._checking.set_result(check_engines(job))
-        except Exception as e:
-            self._checking.set_exception(e)
+        job = _describe_job(self.params, path)
+        check = path.suffix != ".model" and self.params.engine != "tokenizers"  # a tokenizer.json
+        texts = ctx.input_sample(RUN_CHECK_BYTES) if check and ctx.input_sample is not None else []
+        if texts and ctx.executor is not None:
+            return path, ctx.executor.submit(describe_and_check, {**job, "texts": texts})
+        fn, arg = (describe_and_check, {**job, "texts": texts}) if texts else (describe_file, job)
+        future: Future[dict[str, Any]] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn(arg))
+            except BaseException as e:  # taken by prepare_apply
+                future.set_exception(e)
+
+        threading.Thread(target=run, name="tokenizer-describe", daemon=True).start()
+        return path, future
 
     def prepare_apply(self, ctx: DriverContext) -> None:
         from dataprep.tokenizers.base import TokenizerError
 
-        if self._checking is None:
+        if self._describing is None:
             return
-        checking, self._checking = self._checking, None
+        (path, describing), self._describing = self._describing, None
         try:
-            verdict = checking.result()
+            result = describing.result()
         except TokenizerError as e:
             raise RecipeError(f"tokenize: {e}") from None
-        _take_verdict(ctx, verdict)
+        if "info" in result:  # described and checked
+            _publish_info(ctx, self.params, path, result["info"], trained=False)
+            if result["verdict"] is not None:
+                _take_verdict(ctx, result["verdict"])
+        else:
+            _publish_info(ctx, self.params, path, result, trained=False)
+        if ctx.executor is not None and ctx.executor.has_workers:
+            # the driver decodes a few documents in a later decide (e.g. pack's dropped tail):
+            # the tokenizer is loaded here while the workers encode, not there while they wait
+            threading.Thread(
+                target=_load_for_decoding, args=(path,), name="tokenizer-load", daemon=True
+            ).start()
 
     # -- training sample (pass before): per task, the texts with the smallest hashes
     def begin_task(self, ctx: StageContext) -> None:

@@ -44,6 +44,7 @@ class LocalExecutor(Executor):
         self.workers = max(1, workers)
         self._pool: ProcessPoolExecutor | None = None
         self._queue: Any = None
+        self._after_pass: list[tuple[Callable[[Any], Any], Any]] = []
 
     @property
     def has_workers(self) -> bool:
@@ -90,11 +91,26 @@ class LocalExecutor(Executor):
             return done_future(fn, arg)
         return self._ensure_pool().submit(fn, arg)
 
+    def submit_after_pass(self, fn: Callable[[T], Any], arg: T) -> None:
+        """Submit fn(arg), result unwanted, right after the tasks of the next pass run here (or
+        at once with no pool): the pool runs jobs in order, so a worker takes it when no task of
+        the pass is left for it."""
+        if self.workers == 1:
+            fn(arg)
+            return
+        self._after_pass.append((fn, arg))
+
+    def _submit_after_pass(self) -> None:
+        jobs, self._after_pass = self._after_pass, []
+        for fn, arg in jobs:
+            self._ensure_pool().submit(fn, arg)
+
     def run_pass(self, task: PassTask, task_indices: list[int], bar: Progress) -> None:
         if self.workers == 1 or len(task_indices) <= 1:
             with worker_env.single_threaded_encoders():  # like a pool worker: one worker, one CPU
                 for t in task_indices:
                     task(t, bar.update)
+            self._submit_after_pass()
             return
         pool = self._ensure_pool()
 
@@ -102,6 +118,7 @@ class LocalExecutor(Executor):
         thread.start()
         try:
             futures = [pool.submit(pool_task, task, t) for t in task_indices]
+            self._submit_after_pass()
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for f in done:
                 if f.exception() is not None:

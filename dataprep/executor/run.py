@@ -30,6 +30,7 @@ from dataprep import __version__
 from dataprep.docstore import RejectedWriter, WorkMismatch, refused
 from dataprep.document import texts_within_bytes
 from dataprep.executor.base import Executor
+from dataprep.executor.boot import plan_map, start_workers
 from dataprep.executor.context import RunContext
 from dataprep.executor.finalize import draw_ahead, finalize
 from dataprep.executor.merge import cpu_seconds
@@ -42,6 +43,7 @@ from dataprep.executor.passes import (
     RunDir,
     plan_passes,
 )
+from dataprep.executor.sweep import remove_all
 from dataprep.executor.task import check_marker, run_id, run_task
 from dataprep.executor.timing import PhaseClock
 from dataprep.executor.warmup import WarmUps
@@ -90,7 +92,8 @@ def plan_run(
     skipped: list[dict[str, str]] | None = None,
 ) -> tuple[Plan, StageStats, dict[str, list[dict[str, str]]]]:
     """(plan, its stats, its problem samples) of the run: made once, files planned and hashed in
-    parallel on the ``executor``, and kept in work/plan.json for resumed runs."""
+    parallel on the ``executor`` (in this process when small: :func:`plan_map`), and kept in
+    work/plan.json for resumed runs."""
     plan_file = run.work / "plan.json"
     if plan_file.exists():
         saved = json.loads(plan_file.read_text())
@@ -99,7 +102,13 @@ def plan_run(
     report = ReadReport(stats, recipe.input["on_error"])
     scratch = run.work / "inputs"
     plan = make_plan(
-        files, recipe, report, scratch, parallel_map=executor.map, hash_files=True, skipped=skipped
+        files,
+        recipe,
+        report,
+        scratch,
+        parallel_map=plan_map(executor, files),
+        hash_files=True,
+        skipped=skipped,
     )
     saved = {"plan": plan.to_json(), "stats": stats.to_json(), "samples": report.samples}
     write_text_atomic(plan_file, json.dumps(saved))
@@ -437,6 +446,7 @@ def _prepare(
     )
     runner = make_executor(executor, workers, ray_address) if isinstance(executor, str) else executor
     with runner:
+        start_workers(runner, workers)
         plan, plan_stats, plan_samples = plan_run(run, files, recipe, runner, skipped)
         if not quiet:
             for note in plan.file_notes:
@@ -490,9 +500,8 @@ def _clean_work(run: RunDir) -> None:
     """Empty OUT/work of the intermediates of a complete run: run.json, COMPLETE, plan.json, the
     inputs' sha256 and the record of the outputs stay (they make a rerun a no-op, show a changed
     input, and name what a later start over may delete)."""
-    for entry in run.work.iterdir():
-        if entry.name not in ("run.json", COMPLETE, OUTPUTS_RECORD, "plan.json", INPUTS_SHA256):
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    kept = ("run.json", COMPLETE, OUTPUTS_RECORD, "plan.json", INPUTS_SHA256)
+    remove_all([entry for entry in run.work.iterdir() if entry.name not in kept])
 
 
 def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
@@ -523,6 +532,14 @@ def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
             assert isinstance(deciding, GlobalStage)
             stats = ctx.driver_stats[ctx.labels[p.compute]]  # type: ignore[index]
             deciding.prepare_decide(_driver_context(ctx, warm_ups, p.compute, stats))  # type: ignore[arg-type]
+        after_pass = getattr(ctx.executor, "submit_after_pass", None)
+        if (
+            p is ctx.passes[-1]
+            and p.compute is not None
+            and after_pass is not None
+            and ctx.executor.has_workers
+        ):
+            warm_ups.run_at_pass_end(p.compute - 1, after_pass)  # the last decide's (shard writers)
         _run_tasks(ctx, p)
         clock.stop(f"pass{p.index}", t0)
         ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
@@ -537,9 +554,9 @@ def _run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
             break
         if not ctx.keep_work:  # what the next pass no longer reads
             if p.index == 0:
-                shutil.rmtree(run.work / "inputs", ignore_errors=True)
+                remove_all([run.work / "inputs"], ignore_errors=True)
             else:
-                shutil.rmtree(run.pass_dir(p.index - 1) / "docs", ignore_errors=True)
+                remove_all([run.pass_dir(p.index - 1) / "docs"], ignore_errors=True)
     plots = None
     if drawn is not None:
         t0 = clock.start()

@@ -19,9 +19,10 @@ class WarmUps:
     :meth:`in_driver` and :meth:`on_pool`. A warm-up that fails is ignored: the work that needs
     it meets the problem where it belongs."""
 
-    def __init__(self, stages: list[Stage], start: Callable[[Callable[[Any], Any]], None]):
+    def __init__(self, stages: list[Stage], start: Callable[[Callable[[Any], Any]], None], workers: int = 1):
         self._stages = stages
         self._start = start
+        self._workers = workers
         self._done: set[Callable[[Any], Any]] = set()
 
     @classmethod
@@ -46,7 +47,7 @@ class WarmUps:
             for _ in range(workers):
                 submit(warm_up_at_low_priority, fn)
 
-        return cls(stages, start)
+        return cls(stages, start, workers)
 
     def run_after(self, index: int) -> None:
         """Start the warm-ups of the stages after stage ``index`` not started yet."""
@@ -55,6 +56,26 @@ class WarmUps:
                 if fn not in self._done:
                     self._done.add(fn)
                     self._start(fn)
+
+    def run_at_pass_end(self, index: int, submit_after_pass: Callable[..., Any]) -> None:
+        """Start the warm-ups of the stages after stage ``index`` not started yet as pool jobs
+        queued behind the next pass's tasks (``submit_after_pass``, e.g.
+        :meth:`dataprep.executor.pool.LocalExecutor.submit_after_pass`), once per worker: a worker
+        runs one when it finds no task of the pass left, while the others finish theirs, instead
+        of at the start of the decide that needs it. At normal priority: they take a core the
+        pass leaves idle."""
+        for st in self._stages[index + 1 :]:
+            for fn in st.warm_ups():
+                if fn not in self._done:
+                    self._done.add(fn)
+                    for _ in range(self._workers):
+                        submit_after_pass(warm_up, fn)
+
+
+def warm_up(fn: Callable[[Any], Any]) -> None:
+    """fn(None), errors ignored (as for any warm-up)."""
+    with contextlib.suppress(Exception):
+        fn(None)
 
 
 def warm_up_at_low_priority(fn: Callable[[Any], Any]) -> None:

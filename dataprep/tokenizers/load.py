@@ -123,3 +123,22 @@ def decode_texts(path: str | Path, ids: Iterable[np.ndarray]) -> list[str]:
     decoded by the tokenizer at ``path`` (loaded once per process: :func:`load_tokenizer`)."""
     tok = load_tokenizer(path)
     return [tok.decode(i) for i in ids]
+
+
+def describe_file(job: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's "tokenizer" entry of a tokenizer file (runs in any process): job ``path``,
+    ``engine`` (the tokenize stage's mode, refused early for a tokenizer that cannot have it),
+    ``eos_token`` / ``pad_token`` (as the stage's parameters give them), ``file`` (its name in
+    OUT), ``model_vocab_size``. TokenizerError as :func:`describe` and :meth:`special_tokens`."""
+    tok = load_tokenizer(job["path"])
+    if tok.kind != "hf":
+        tok.use_engine(job["engine"])  # fails fast on an engine this tokenizer cannot have
+    specials = tok.special_tokens(job["eos_token"], job["pad_token"])
+    return describe(tok, specials, job["file"], job["model_vocab_size"])
+
+
+def describe_and_check(job: dict[str, Any]) -> dict[str, Any]:
+    """:func:`describe_file` and, for a tokenizer.json, :func:`check_engines` in one process (the
+    tokenizers library is loaded once, for both): {"info": entry, "verdict": verdict or None}."""
+    info = describe_file(job)
+    return {"info": info, "verdict": check_engines(job) if info["kind"] == "hf" else None}

@@ -1,0 +1,139 @@
+"""The fast paths of a run's start and end give what the general paths give: JSONL lines parsed by
+orjson from their bytes, plans made in the driver, intermediates removed from several threads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dataprep.executor.boot import PLAN_IN_DRIVER_BYTES, plan_map
+from dataprep.executor.sweep import remove_all
+from dataprep.plan import InputFile
+from stages.read_jsonl import _parse, parse_flat
+
+LINES = [
+    b'{"text": "\xe6\x98\xa5\xe7\x9c\xa0", "id": "a"}\n',
+    b'{"text":"\\ud83d\\ude00 \\u00e9 \\/ \\u0000","id":7,"ok":true,"none":null}\r\n',
+    b'  {"text": "x", "text": "y", "n": 18446744073709551615}  \n',
+    b'{"id": -9223372036854775808, "text": ""}',
+    b'{"text": "\xef\xbf\xbe"}\n',
+]
+NOT_FLAT = [
+    b'{"text": "a", "n": 18446744073709551616}\n',  # beyond 64 bits: orjson would give a float
+    b'{"text": "a", "n": -9223372036854775809}\n',
+    b'{"text": "a", "x": 1.5}\n',  # floats go the general way
+    b'{"text": "a", "m": {"k": 1}}\n',  # nesting too (depth limits stay the general path's)
+    b'{"text": "a", "l": [1]}\n',
+    b'{"text": "\\ud800"}\n',  # an unpaired surrogate: repaired or dropped by the general path
+    b'{"text": "a\xed\xa0\x80"}\n',  # a surrogate encoded in UTF-8: invalid
+    b'{"text": "a\xff"}\n',
+    b'{"text": "a\tb"}\n',  # a raw control character: malformed
+    b'{"text": "a\x00b"}\n',
+    b'{"a": NaN, "text": "t"}\n',
+    b'{"a": 1e400, "text": "t"}\n',
+    b'{"text": "a"} {"text": "b"}\n',
+    b'{"text": "a",}\n',
+    b'["text"]\n',
+    b"\n",
+    b"[" * 5000 + b"]" * 5000 + b"\n",
+]
+
+
+@pytest.mark.parametrize("raw", LINES)
+def test_flat_lines_parse_as_the_general_path_does(raw: bytes) -> None:
+    flat = parse_flat(raw)
+    expected = _parse(raw.decode("utf-8").rstrip("\r\n"))
+    assert flat == expected
+    assert [type(v) for v in flat.values()] == [type(v) for v in expected.values()]  # type: ignore[union-attr]
+    assert list(flat) == list(expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("raw", NOT_FLAT)
+def test_other_lines_go_the_general_way(raw: bytes) -> None:
+    assert parse_flat(raw) is None
+
+
+def test_reader_keeps_file_line_of_bad_records_beside_flat_ones(tmp_path: Path) -> None:
+    from dataprep.plan import expand_inputs, make_plan
+    from dataprep.recipe import parse_recipe
+    from dataprep.stage import ReadReport, get
+    from dataprep.stage.reader import read_task
+    from dataprep.stats import StageStats
+
+    lines = [
+        b'{"text": "good", "id": 1}\n',
+        b'{"text": "a", "x": 1.5}\n',
+        b'{"text": 3}\n',
+        b'{"nope": "x"}\n',
+    ]
+    (tmp_path / "a.jsonl").write_bytes(b"".join(lines))
+    recipe = parse_recipe({"stages": []}, "test")
+    plan = make_plan(expand_inputs([str(tmp_path / "a.jsonl")]), recipe, ReadReport(StageStats(), "skip"))
+    samples: list[str] = []
+
+    class Report(ReadReport):
+        def _sample(self, kind: str, where: str, message: str) -> None:
+            samples.append(f"{kind} {where}")
+
+    cls = get("jsonl")
+    reader = cls(recipe.reader_params(cls))
+    docs = [
+        d for split in plan.tasks for d in read_task(split, lambda _: reader, Report(StageStats(), "skip"))
+    ]
+    assert [(d.id, d.text, d.meta) for d in docs] == [("1", "good", {}), ("a.jsonl:2", "a", {"x": 1.5})]
+    assert samples == ["bad_field_type a.jsonl:3", "missing_field a.jsonl:4"]
+
+
+def test_small_uncompressed_inputs_are_planned_in_the_driver(tmp_path: Path) -> None:
+    class NoMap:
+        def map(self, fn, items):  # type: ignore[no-untyped-def]
+            raise AssertionError("the executor's map was used")
+
+    small = [InputFile(str(tmp_path / "a.jsonl"), "a.jsonl", 1000, 0)]
+    assert plan_map(NoMap(), small)(lambda x: x + 1, [1, 2]) == [2, 3]  # type: ignore[arg-type]
+    big = [InputFile(str(tmp_path / "a.jsonl"), "a.jsonl", PLAN_IN_DRIVER_BYTES + 1, 0)]
+    gz = [InputFile(str(tmp_path / "a.jsonl.gz"), "a.jsonl.gz", 1000, 0)]
+    executor = NoMap()
+    assert plan_map(executor, big) == executor.map  # type: ignore[arg-type]
+    assert plan_map(executor, gz) == executor.map  # type: ignore[arg-type]
+
+
+def test_remove_all_removes_trees_files_and_links_without_following_them(tmp_path: Path) -> None:
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "precious").write_text("x")
+    tree = tmp_path / "tree"
+    (tree / "a" / "b").mkdir(parents=True)
+    for i in range(20):
+        (tree / "a" / "b" / f"f{i}").write_bytes(b"x" * i)
+    (tree / "a" / "link").symlink_to(keep, target_is_directory=True)
+    single = tmp_path / "single"
+    single.write_text("y")
+    remove_all([tree, single, tmp_path / "missing"])
+    assert not tree.exists() and not single.exists()
+    assert (keep / "precious").read_text() == "x"
+
+
+def test_warm_ups_queued_behind_the_last_pass_run_once_per_worker() -> None:
+    from dataprep.executor.pool import LocalExecutor
+    from dataprep.executor.warmup import WarmUps, warm_up
+
+    calls: list[str] = []
+
+    def load(_: object) -> None:
+        calls.append("load")
+
+    class Writer:
+        def warm_ups(self) -> list:
+            return [load]
+
+    submitted: list[tuple] = []
+    warm_ups = WarmUps.on_pool([Writer(), Writer()], lambda fn, arg: submitted.append(("now", arg)), 2)  # type: ignore[list-item]
+    warm_ups.run_at_pass_end(-1, lambda fn, arg: submitted.append((fn, arg)))
+    assert submitted == [(warm_up, load), (warm_up, load)]
+    warm_ups.run_after(-1)  # started already: not again
+    assert len(submitted) == 2
+    one = LocalExecutor(1)
+    one.submit_after_pass(warm_up, load)  # no pool: at once
+    assert calls == ["load"]

@@ -57,7 +57,7 @@ def test_other_lines_go_the_general_way(raw: bytes) -> None:
 def test_reader_keeps_file_line_of_bad_records_beside_flat_ones(tmp_path: Path) -> None:
     from dataprep.plan import expand_inputs, make_plan
     from dataprep.recipe import parse_recipe
-    from dataprep.stage import ReadReport, get
+    from dataprep.stage import ReadReport
     from dataprep.stage.reader import read_task
     from dataprep.stats import StageStats
 
@@ -76,11 +76,7 @@ def test_reader_keeps_file_line_of_bad_records_beside_flat_ones(tmp_path: Path) 
         def _sample(self, kind: str, where: str, message: str) -> None:
             samples.append(f"{kind} {where}")
 
-    cls = get("jsonl")
-    reader = cls(recipe.reader_params(cls))
-    docs = [
-        d for split in plan.tasks for d in read_task(split, lambda _: reader, Report(StageStats(), "skip"))
-    ]
+    docs = [d for split in plan.tasks for d in read_task(split, recipe.reader, Report(StageStats(), "skip"))]
     assert [(d.id, d.text, d.meta) for d in docs] == [("1", "good", {}), ("a.jsonl:2", "a", {"x": 1.5})]
     assert samples == ["bad_field_type a.jsonl:3", "missing_field a.jsonl:4"]
 

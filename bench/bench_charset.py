@@ -9,7 +9,7 @@ Each file is consecutive documents of one corpus and script, one per line, up to
 from SIZES (short files are the hard case).
 The detectors see what the planner sniffs, the first 8,192 bytes of a file:
 
-  rule         dataprep.plan's rule with the default encoding, before charset-normalizer was
+  rule         dataprep.planning's rule with the default encoding, before charset-normalizer was
                adopted (more than 5% of the head not UTF-8, at most 1% control bytes): "not
                UTF-8" or nothing; it names no encoding
   charset      dataprep.io.guess_encoding, what the planner uses now: charset_normalizer's

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from _measure import open_text, write_result
 
-from dataprep.plan import expand_inputs, make_plan
+from dataprep.inputs import expand_inputs
+from dataprep.planning import make_plan
 from dataprep.recipe import load_recipe
 from dataprep.stage import ReadReport
 from dataprep.stats import StageStats

@@ -21,7 +21,7 @@ EXIT_USAGE = 2
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from dataprep.docstore import WorkMismatch
     from dataprep.executor import RunError, UsageError, prepare
-    from dataprep.plan import InputNotFound
+    from dataprep.inputs import InputNotFound
     from dataprep.recipe import load_recipe
     from dataprep.stage.params import RecipeError
     from dataprep.stage.reader import InputError

@@ -88,3 +88,8 @@ def phase_bar(
         leave=True,
         bar_format=None if total is not None else "{desc} [{elapsed}]",
     )
+
+
+def log(msg: str) -> None:
+    """One line for the user on stderr, flushed at once (between progress bars)."""
+    print(msg, file=sys.stderr, flush=True)

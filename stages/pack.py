@@ -48,7 +48,7 @@ import numpy as np
 from dataprep.document import Document, Drop
 from dataprep.formats.manifest import MixManifest
 from dataprep.formats.rows import raw
-from dataprep.plan import source_of
+from dataprep.inputs import source_of
 from dataprep.shards.accounting import PackStats
 from dataprep.shards.output import (
     SPLITS,

@@ -108,7 +108,8 @@ class Chain:
 def read_with_readers(inputs: list[str]) -> Iterator[list[Document]]:
     """Documents of ``inputs`` as a run reads them (plan, readers, input policy of the default
     recipe), one list per input split."""
-    from dataprep.plan import expand_inputs, make_plan
+    from dataprep.inputs import expand_inputs
+    from dataprep.planning import make_plan
     from dataprep.recipe import load_recipe
     from dataprep.stage import ReadReport
 

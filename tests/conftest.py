@@ -71,20 +71,21 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Install the fast-tier guard: every run of the pipeline's passes in this process goes through
-    ``dataprep.executor.run._run_passes`` (a prepare refused before its first pass does not count);
-    every child process goes through the ``subprocess.Popen`` audit event."""
+    ``dataprep.executor.run.run_passes`` (the name the driver calls it by; a prepare refused before
+    its first pass does not count); every child process goes through the ``subprocess.Popen`` audit
+    event."""
     from dataprep.executor import run as executor_run
 
-    if getattr(executor_run._run_passes, "fast_tier_guard", False):
+    if getattr(executor_run.run_passes, "fast_tier_guard", False):
         return
-    run_passes = executor_run._run_passes
+    run_passes = executor_run.run_passes
 
     def guarded_run_passes(*args: Any, **kwargs: Any) -> Any:
         _pipeline_ran("the pipeline's passes (dataprep.executor.prepare)")
         return run_passes(*args, **kwargs)
 
     guarded_run_passes.fast_tier_guard = True  # type: ignore[attr-defined]
-    executor_run._run_passes = guarded_run_passes
+    executor_run.run_passes = guarded_run_passes
     sys.addaudithook(_audit)
 
 

@@ -154,7 +154,8 @@ def test_symlinked_directory_is_read_once(tmp_path: Path) -> None:
 
 
 def test_a_file_gone_between_plan_and_read_is_named(tmp_path: Path) -> None:
-    from dataprep.plan import expand_inputs, make_plan
+    from dataprep.inputs import expand_inputs
+    from dataprep.planning import make_plan
     from dataprep.recipe import load_recipe
     from dataprep.stage.reader import ReadReport, read_task
     from dataprep.stats import StageStats

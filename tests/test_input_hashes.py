@@ -73,21 +73,21 @@ def test_the_manifest_records_every_input_by_the_sha256_its_reading_computed(tmp
 
 
 def test_a_resume_rereads_only_the_ranges_its_completed_tasks_read(tmp_path: Path, monkeypatch) -> None:
-    from dataprep.executor import run as run_module
+    from dataprep.executor import outdir
 
     src = _corpus(tmp_path)
     out = tmp_path / "o"
     run([src], out, RANGED, keep_work=True)
     _stopped_in_pass0(out, keep=2)
     reads: list[tuple[str, int, int]] = []
-    real = run_module.file_sha256
+    real = outdir.file_sha256
 
     def recording(path: str, start: int = 0, end: int = -1) -> str:
         reads.append((Path(path).name, start, end))
         return real(path, start, end)
 
-    monkeypatch.setattr(run_module, "file_sha256", recording)
-    assert run_module.changed_inputs(RunDir(out)) == []
+    monkeypatch.setattr(outdir, "file_sha256", recording)
+    assert outdir.changed_inputs(RunDir(out)) == []
     kept = [
         r
         for m in ("t00000", "t00001")

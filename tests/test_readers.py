@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import SMALL_RECIPE, jsonl_bytes, recipe_with, write_gz, write_zst
-from dataprep.plan import expand_inputs, make_plan
+from dataprep.inputs import expand_inputs
+from dataprep.planning import make_plan
 from dataprep.recipe import parse_recipe
 from dataprep.stage import ReadReport
 from dataprep.stats import StageStats

@@ -9,7 +9,7 @@ import pytest
 
 from dataprep.executor.boot import PLAN_IN_DRIVER_BYTES, plan_map
 from dataprep.executor.sweep import remove_all
-from dataprep.plan import InputFile
+from dataprep.inputs import InputFile
 from stages.read_jsonl import _parse, parse_flat
 
 LINES = [
@@ -55,7 +55,8 @@ def test_other_lines_go_the_general_way(raw: bytes) -> None:
 
 
 def test_reader_keeps_file_line_of_bad_records_beside_flat_ones(tmp_path: Path) -> None:
-    from dataprep.plan import expand_inputs, make_plan
+    from dataprep.inputs import expand_inputs
+    from dataprep.planning import make_plan
     from dataprep.recipe import parse_recipe
     from dataprep.stage import ReadReport
     from dataprep.stage.reader import read_task

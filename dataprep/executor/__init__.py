@@ -17,26 +17,30 @@ assembled in OUT/.final and moved into place only when complete.
 
 Modules, in the order a run meets them:
 
-* :mod:`~dataprep.executor.run`      ``prepare``: the driver, pass by pass, decide by decide
-* :mod:`~dataprep.executor.context`  :class:`RunContext`: what the driver knows about the run
-* :mod:`~dataprep.executor.passes`   cutting a recipe into passes; paths inside OUT
-* :mod:`~dataprep.executor.base`     the :class:`Executor` protocol (executors by name:
+* :mod:`~dataprep.executor.run`         ``prepare``: the driver, from the request to the final outputs
+* :mod:`~dataprep.executor.outdir`      OUT: the lock, resume or start over, clean-up
+* :mod:`~dataprep.executor.pass_loop`   the passes and decides, in the driver
+* :mod:`~dataprep.executor.errors`      what a run that ends short raises
+* :mod:`~dataprep.executor.context`     :class:`RunContext`: what the driver knows about the run
+* :mod:`~dataprep.executor.passes`      cutting a recipe into passes; paths inside OUT
+* :mod:`~dataprep.executor.base`        the :class:`Executor` protocol (executors by name:
   :mod:`dataprep.executors`)
-* :mod:`~dataprep.executor.pool`     the local process pool (in-process at one worker)
-* :mod:`~dataprep.executor.ray`      the Ray executor
-* :mod:`~dataprep.executor.task`     the worker side: one task of one pass
-* :mod:`~dataprep.executor.warmup`   slow preparations of later stages, run ahead
-* :mod:`~dataprep.executor.timing`   wall and CPU seconds per phase (timings.json)
-* :mod:`~dataprep.executor.merge`    merging the tasks' stats in task order
-* :mod:`~dataprep.executor.finalize` stats.json, manifest.json, report.html, moved into OUT
+* :mod:`~dataprep.executor.pool`        the local process pool (in-process at one worker)
+* :mod:`~dataprep.executor.ray`         the Ray executor
+* :mod:`~dataprep.executor.task`        the worker side: one task of one pass
+* :mod:`~dataprep.executor.warmup`      slow preparations of later stages, run ahead
+* :mod:`~dataprep.executor.timing`      wall and CPU seconds per phase (timings.json)
+* :mod:`~dataprep.executor.merge`       merging the tasks' stats in task order
+* :mod:`~dataprep.executor.finalize`    stats.json, manifest.json, report.html, moved into OUT
 """
 
 from __future__ import annotations
 
 from dataprep.executor.base import Executor
 from dataprep.executor.context import RunContext
+from dataprep.executor.errors import NothingLeftError, RunError, UsageError
 from dataprep.executor.passes import Pass, RunDir, plan_passes
-from dataprep.executor.run import NothingLeftError, RunError, UsageError, prepare
+from dataprep.executor.run import prepare
 
 __all__ = [
     "Executor",

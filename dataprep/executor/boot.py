@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprep.executor.base import Executor
+from dataprep.inputs import InputFile
 from dataprep.io import compression_of
-from dataprep.plan import InputFile
 
 # Inputs of at most this many bytes, none compressed, are planned in the driver: planning them
 # reads at most their bytes once (about 0.2 CPU-s per 100 MB), less than a pool's start-up.

@@ -8,7 +8,8 @@ from typing import Any
 from dataprep.executor.base import Executor
 from dataprep.executor.passes import Pass, RunDir
 from dataprep.executor.timing import PhaseClock
-from dataprep.plan import InputFile, Plan
+from dataprep.inputs import InputFile
+from dataprep.plan import Plan
 from dataprep.recipe import Recipe
 from dataprep.stage.protocol import Stage
 from dataprep.stats import StageStats

@@ -192,7 +192,7 @@ def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
 def mix_stats(ctx: RunContext, passes: list[Pass], mix: dict[str, Any]) -> dict[str, Any]:
     """stats.json's ``mix``: the manifest's ``mix`` block, each source with ``docs_input`` and
     ``chars_input`` (documents and characters read from its files, before any stage) added."""
-    from dataprep.plan import source_of
+    from dataprep.inputs import source_of
     from dataprep.stats import StageStats
 
     names = list(mix["sources"])

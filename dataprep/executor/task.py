@@ -23,8 +23,9 @@ from typing import Any
 from dataprep.docstore import DocWriter, RejectedWriter, read_docs, refused
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
+from dataprep.inputs import source_of
 from dataprep.io import atomic_write, write_text_atomic
-from dataprep.plan import Plan, source_of
+from dataprep.plan import Plan
 from dataprep.readers import InputChanged
 from dataprep.recipe import Recipe
 from dataprep.stage.context import StageContext

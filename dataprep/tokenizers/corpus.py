@@ -42,7 +42,8 @@ def iter_texts(inputs: list[str]) -> Iterator[str]:
             raw.append(item)
     if not raw:
         return
-    from dataprep.plan import expand_inputs, make_plan
+    from dataprep.inputs import expand_inputs
+    from dataprep.planning import make_plan
     from dataprep.recipe import load_recipe
     from dataprep.stage.reader import ReadReport, read_task
     from dataprep.stats import StageStats

@@ -36,8 +36,13 @@ def is_utf8(codec: str) -> bool:
 
 
 def compression_of(path: str | Path) -> str | None:
-    """'gzip', 'zstd' or None, from the file name."""
-    return COMPRESSED_SUFFIXES.get(_suffix(os.path.basename(path)).lower())
+    """'gzip', 'zstd' or None, from the file name (its suffix as :func:`_suffix` has it; called
+    for every file a plan and a task meet, so it does not split the path)."""
+    name = os.fspath(path)
+    dot = name.rfind(".")
+    if dot <= name.rfind(os.sep) + 1 or dot == len(name) - 1:
+        return None
+    return COMPRESSED_SUFFIXES.get(name[dot:].lower())
 
 
 def logical_suffix(path: str | Path) -> str:
@@ -154,8 +159,13 @@ BOMS = [  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
 ]
 
 
+_BOM_FIRST_BYTES = {mark[:1] for mark, _ in BOMS}
+
+
 def bom_encoding(head: bytes) -> tuple[str, int] | None:
     """(codec, mark length) when ``head`` starts with a Unicode byte-order mark, else None."""
+    if head[:1] not in _BOM_FIRST_BYTES:
+        return None
     for mark, codec in BOMS:
         if head.startswith(mark):
             return codec, len(mark)

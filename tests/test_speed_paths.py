@@ -1,15 +1,20 @@
 """The fast paths of a run's start and end give what the general paths give: JSONL lines parsed by
-orjson from their bytes, plans made in the driver, intermediates removed from several threads."""
+orjson from their bytes, plans made in the driver, intermediates removed from several threads, a
+file's compression read from its name without splitting the path."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from dataprep.executor.boot import PLAN_IN_DRIVER_BYTES, plan_map
+from dataprep.executor.boot import PLAN_IN_DRIVER_BYTES, PLAN_IN_DRIVER_FILES, plan_map
 from dataprep.executor.sweep import remove_all
 from dataprep.inputs import InputFile
+from dataprep.io import compression_of
 from stages.read_jsonl import _parse, parse_flat
 
 LINES = [
@@ -94,6 +99,10 @@ def test_small_uncompressed_inputs_are_planned_in_the_driver(tmp_path: Path) -> 
     executor = NoMap()
     assert plan_map(executor, big) == executor.map  # type: ignore[arg-type]
     assert plan_map(executor, gz) == executor.map  # type: ignore[arg-type]
+    many = [
+        InputFile(str(tmp_path / f"{i}.txt"), f"{i}.txt", 1000, 0) for i in range(PLAN_IN_DRIVER_FILES + 1)
+    ]
+    assert plan_map(executor, many) == executor.map  # type: ignore[arg-type]
 
 
 def test_remove_all_removes_trees_files_and_links_without_following_them(tmp_path: Path) -> None:
@@ -134,3 +143,11 @@ def test_warm_ups_queued_behind_the_last_pass_run_once_per_worker() -> None:
     one = LocalExecutor(1)
     one.submit_after_pass(warm_up, load)  # no pool: at once
     assert calls == ["load"]
+
+
+@given(st.lists(st.sampled_from(["a", ".", "/", "gz", "zst", "ZSTD", "jsonl", "x"]), max_size=8).map("".join))
+def test_compression_of_reads_the_suffix_of_the_file_name(path: str) -> None:
+    name = os.path.basename(path)
+    dot = name.rfind(".")
+    suffix = name[dot:] if 0 < dot < len(name) - 1 else ""
+    assert compression_of(path) == {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}.get(suffix.lower())

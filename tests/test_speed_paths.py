@@ -4,6 +4,7 @@ file's compression read from its name without splitting the path."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from dataprep.executor.boot import PLAN_IN_DRIVER_BYTES, PLAN_IN_DRIVER_FILES, plan_map
 from dataprep.executor.sweep import remove_all
 from dataprep.inputs import InputFile
-from dataprep.io import compression_of
+from dataprep.io import compression_of, read_work_json, write_work_json
 from stages.read_jsonl import _parse, parse_flat
 
 LINES = [
@@ -151,3 +152,19 @@ def test_compression_of_reads_the_suffix_of_the_file_name(path: str) -> None:
     dot = name.rfind(".")
     suffix = name[dot:] if 0 < dot < len(name) - 1 else ""
     assert compression_of(path) == {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}.get(suffix.lower())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"plan": {"files": [{"path": "/a/中.txt", "size": 3, "mtime_ns": 1_700_000_000_000_000_000}]}},
+        {"file": "bad-\udcff-name.txt", "n": 1},  # a file name that is not UTF-8 (surrogateescape)
+        {"big": 1 << 70, "neg": -(1 << 64)},  # orjson would read these back as floats
+        {"1": None, "x": [True, False, "", 0.5]},
+    ],
+)
+def test_work_json_reads_back_what_it_wrote(tmp_path: Path, value: object) -> None:
+    write_work_json(tmp_path / "w.json", value)
+    back = read_work_json(tmp_path / "w.json")
+    assert repr(back) == repr(value)  # ints stay ints, not equal floats
+    assert json.loads((tmp_path / "w.json").read_text(errors="surrogateescape")) == value

@@ -24,7 +24,7 @@ from dataprep.executor.errors import RunError, UsageError
 from dataprep.executor.passes import COMPLETE, OUTPUT_ENTRIES, OUTPUTS_RECORD, RunDir
 from dataprep.executor.sweep import remove_all
 from dataprep.inputs import input_holding
-from dataprep.io import file_sha256
+from dataprep.io import file_sha256, read_work_json
 from dataprep.plan import Plan
 from dataprep.progress import log
 from dataprep.recipe import Recipe
@@ -114,11 +114,11 @@ def changed_inputs(run: RunDir) -> list[str]:
     for record in sorted((run.work / "changed").glob("*.json")):
         with contextlib.suppress(OSError, ValueError, KeyError):
             changed[json.loads(record.read_text())["file"]] = None
-    plan = Plan.from_json(json.loads(plan_file.read_text())["plan"])
+    plan = Plan.from_json(read_work_json(plan_file)["plan"])
     ranges: list[tuple[str, str, int, int, str | None]] = []  # (rel, path, start, end, sha256)
     complete = run.work / INPUTS_SHA256
     if (run.work / COMPLETE).exists() and complete.exists():
-        recorded = json.loads(complete.read_text())
+        recorded = read_work_json(complete)
         ranges = [(f.rel, f.path, 0, -1, recorded.get(f.rel)) for f in plan.files]
     else:
         ranges = [(f.rel, f.path, 0, -1, plan.sha256[f.rel]) for f in plan.files if f.rel in plan.sha256]

@@ -40,7 +40,7 @@ from dataprep.executor.passes import COMPLETE, RunDir, plan_passes
 from dataprep.executor.timing import PhaseClock
 from dataprep.executors import make_executor
 from dataprep.inputs import InputFile, expand_inputs, source_files
-from dataprep.io import write_text_atomic
+from dataprep.io import read_work_json, write_text_atomic, write_work_json
 from dataprep.plan import Plan
 from dataprep.planning import make_plan
 from dataprep.progress import log
@@ -69,7 +69,7 @@ def plan_run(
     work/plan.json for resumed runs."""
     plan_file = run.work / "plan.json"
     if plan_file.exists():
-        saved = json.loads(plan_file.read_text())
+        saved = read_work_json(plan_file)
         return Plan.from_json(saved["plan"]), StageStats.from_json(saved["stats"]), saved["samples"]
     stats = StageStats()
     report = ReadReport(stats, recipe.input["on_error"])
@@ -84,7 +84,7 @@ def plan_run(
         skipped=skipped,
     )
     saved = {"plan": plan.to_json(), "stats": stats.to_json(), "samples": report.samples}
-    write_text_atomic(plan_file, json.dumps(saved))
+    write_work_json(plan_file, saved)
     return plan, stats, report.samples
 
 
@@ -201,7 +201,7 @@ def _prepare(
     task_cpu = cpu_seconds(run, ran, ctx.task_ids)
     t0 = clock.start()
     ctx.input_sha256 = input_sha256(run, plan)
-    write_text_atomic(run.work / INPUTS_SHA256, json.dumps(ctx.input_sha256))
+    write_work_json(run.work / INPUTS_SHA256, ctx.input_sha256)
     stats = finalize(ctx, ran, drawn, stopped)
     clock.stop("finalize", t0)
     ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))

@@ -24,7 +24,7 @@ from dataprep.docstore import DocWriter, RejectedWriter, read_docs, refused
 from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.inputs import source_of
-from dataprep.io import atomic_write, write_text_atomic
+from dataprep.io import atomic_write, read_work_json, write_text_atomic
 from dataprep.plan import Plan
 from dataprep.readers import InputChanged
 from dataprep.recipe import Recipe
@@ -41,7 +41,7 @@ class _WorkerState:
     def __init__(self, run: RunDir, recipe: Recipe, key: tuple[Any, ...]):
         self.recipe = recipe
         self.stages = [spec.build() for spec in self.recipe.stages]
-        self.plan = Plan.from_json(json.loads((run.work / "plan.json").read_text())["plan"])
+        self.plan = Plan.from_json(read_work_json(run.work / "plan.json")["plan"])
         self.passes = plan_passes(self.stages)
         self.key = key
         self._by_source: dict[str, list[Stage]] = {}

@@ -47,11 +47,15 @@ def compression_of(path: str | Path) -> str | None:
 
 
 def logical_suffix(path: str | Path) -> str:
-    """The format suffix under any compression suffix: 'a.jsonl.gz' -> '.jsonl'."""
-    name = os.path.basename(path)
-    if compression_of(name):
-        name = name[: -len(_suffix(name))]
-    return _suffix(name).lower()
+    """The format suffix under any compression suffix: 'a.jsonl.gz' -> '.jsonl' (as
+    :func:`_suffix` of the file name has them; without splitting the path)."""
+    name = os.fspath(path)
+    start = name.rfind(os.sep) + 1
+    dot = name.rfind(".", start)
+    if dot > start and dot < len(name) - 1 and name[dot:].lower() in COMPRESSED_SUFFIXES:
+        name = name[:dot]
+        dot = name.rfind(".", start)
+    return name[dot:].lower() if start < dot < len(name) - 1 else ""
 
 
 class _HashedFile(io.RawIOBase):

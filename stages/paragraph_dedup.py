@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dataprep.decide_jobs import DecideJobs, load_shared, share
+from dataprep.decide_jobs import load_shared
 from dataprep.document import Document, Drop
 from dataprep.stage import DriverContext, GlobalStage, StageContext, StageResult, param, register
 from dataprep.stats import Histogram
@@ -39,6 +39,7 @@ from stages._keyspill import (
     KeySpill,
     PartitionJob,
     TaskJob,
+    decide_in_two_rounds,
     load_entries,
     partition_count,
     read_partition,
@@ -177,22 +178,14 @@ class ParagraphDedup(GlobalStage):
         self._spill = None
 
     def decide(self, ctx: DriverContext) -> dict:
-        from dataprep.progress import phase_bar
-
         key_paths = [ctx.work_dir / f"{t}.keys.npy" for t in ctx.task_ids]
         total = sum(len(load_entries(p)) for p in key_paths)
         count = partition_count(total, workers=ctx.workers)
         job = _Job(str(ctx.work_dir), list(ctx.task_ids), count, self.params.max_docs)
-        shared = share(ctx.work_dir / "decide-job.json", job)
-        jobs = DecideJobs(ctx)
-        bar = phase_bar("paragraph_dedup: decide", 2, "round", quiet=ctx.quiet)
-        bar.set_description(f"paragraph_dedup: grouping {total:,} paragraphs in {count} partitions")
-        results = jobs.map(mark_partition, [PartitionJob(shared, p) for p in range(count)])
-        bar.update(1)
-        bar.set_description(f"paragraph_dedup: writing the decisions of {len(ctx.task_ids)} tasks")
-        jobs.map(write_task_decision, [TaskJob(shared, t) for t in range(len(ctx.task_ids))])
-        bar.update(1)
-        bar.close()
+        grouped = f"{total:,} paragraphs"
+        results = decide_in_two_rounds(
+            ctx, "paragraph_dedup", job, count, mark_partition, write_task_decision, grouped
+        )
         hist = ctx.stats.histogram("docs_per_paragraph", DOCS_EDGES)
         repeated = boilerplate = removed = 0
         for r in results:
@@ -221,7 +214,6 @@ class ParagraphDedup(GlobalStage):
         ctx.stats.count("repeated_paragraphs", repeated)
         ctx.stats.count("boilerplate_paragraphs", boilerplate)
         ctx.stats.count("occurrences_to_remove", removed)
-        Path(shared).unlink()
         return {}
 
     def _load_removals(self, ctx: StageContext) -> dict[int, set[tuple[int, int]]]:

@@ -97,15 +97,17 @@ def _split_json(t: InputSplit) -> dict[str, Any]:
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a plan is listed, made or loaded, then the objects
-    alive frozen out of later collections (``gc.freeze``). A plan of many files is hundreds of
-    thousands of objects that live as long as the run and hold no cycles (reference counts free
-    them); each collection would traverse them all (200,000 files: 2 of the 9 s of planning)."""
+    """No cyclic garbage collection while a plan is listed, made or loaded; then one collection
+    of what the block made (any cycle it left is freed) and the survivors frozen out of later
+    collections (``gc.freeze``). A plan of many files is hundreds of thousands of objects that
+    live as long as the run and hold no cycles; each collection would traverse them all
+    (200,000 files: 2 of the 9 s of planning)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.collect(0)  # with collection off, everything the block made is still in generation 0
         gc.freeze()
         if enabled:
             gc.enable()

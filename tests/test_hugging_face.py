@@ -111,14 +111,10 @@ def shard_documents(out: Path, manifest: dict[str, Any], split: str) -> list[lis
     return [flat[a:b].tolist() for a, b in zip(starts, ends, strict=True)]
 
 
-@pytest.mark.parametrize("kind", ["bytebpe", "bpe"])
-def test_auto_tokenizer_has_the_manifest_special_ids_and_encodes_documents_to_the_shard_ids(
-    runs: dict[str, tuple[Path, dict[str, Any]]], kind: str
-) -> None:
+def auto_tokenizer_with_the_manifest_ids(out: Path, tok: dict[str, Any]) -> Any:
+    """transformers' AutoTokenizer of OUT/tokenizer, checked to have the manifest's special ids."""
     from transformers import AutoTokenizer
 
-    out, manifest = runs[kind]
-    tok = manifest["tokenizer"]
     hf = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
     assert (hf.eos_token_id, hf.pad_token_id, hf.bos_token_id, hf.unk_token_id) == (
         tok["eos_id"],
@@ -126,6 +122,16 @@ def test_auto_tokenizer_has_the_manifest_special_ids_and_encodes_documents_to_th
         tok["bos_id"],
         tok["unk_id"],
     )
+    return hf
+
+
+@pytest.mark.parametrize("kind", ["bytebpe", "bpe"])
+def test_auto_tokenizer_has_the_manifest_special_ids_and_encodes_documents_to_the_shard_ids(
+    runs: dict[str, tuple[Path, dict[str, Any]]], kind: str
+) -> None:
+    out, manifest = runs[kind]
+    tok = manifest["tokenizer"]
+    hf = auto_tokenizer_with_the_manifest_ids(out, tok)
     assert None not in (hf.eos_token_id, hf.pad_token_id, hf.bos_token_id, hf.unk_token_id)
     assert hf.model_max_length == manifest["shards"]["seq_length"] == tok["hf"]["model_max_length"]
     assert tok["hf"]["files"] == ["tokenizer_config.json", "special_tokens_map.json"]
@@ -143,17 +149,9 @@ def test_a_unigram_model_differs_only_where_two_segmentations_tie(
 ) -> None:
     """tokenizers' Unigram breaks ties between equally scored segmentations otherwise than
     sentencepiece (e.g. "...." as "." + "..." or "..." + "."): on this run 1 document of 6,502."""
-    from transformers import AutoTokenizer
-
     out, manifest = runs["unigram"]
     tok = manifest["tokenizer"]
-    hf = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
-    assert (hf.eos_token_id, hf.pad_token_id, hf.bos_token_id, hf.unk_token_id) == (
-        tok["eos_id"],
-        tok["pad_id"],
-        tok["bos_id"],
-        tok["unk_id"],
-    )
+    hf = auto_tokenizer_with_the_manifest_ids(out, tok)
     docs = documents(out)
     encoded = hf([d["text"] for d in docs])["input_ids"]
     differ = [(d, ids) for d, ids in zip(docs, encoded, strict=True) if ids != d["tokens"]]

@@ -194,3 +194,23 @@ def test_work_json_reads_back_what_it_wrote(tmp_path: Path, value: object) -> No
 def test_the_inputs_fingerprint_is_the_sha256_of_their_sorted_json(files: list[InputFile]) -> None:
     key = json.dumps([dataclasses.asdict(f) for f in files], sort_keys=True)
     assert Plan(files, []).fingerprint() == hashlib.sha256(key.encode()).hexdigest()
+
+
+def test_a_cycle_made_while_garbage_collection_is_paused_is_freed_after() -> None:
+    import gc
+    import weakref
+
+    from dataprep.plan import gc_paused
+
+    class Node:
+        other: object = None
+
+    enabled = gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        del a, b
+        assert gone() is not None  # no collection inside the block
+    assert gone() is None and gc.isenabled() == enabled

@@ -21,13 +21,14 @@ class Plan:
     """The tasks of a run and what was learnt about its input files while planning.
 
     tasks: input splits in their canonical order (task i has id ``t{i:05d}``).
-    file_notes: per file, why it produced no task (binary, empty, unsupported, unreadable).
+    file_notes: per file, why it produced no task (binary, empty, unsupported, unreadable); a
+    small file left to its reader (:attr:`InputSplit.sniff`) is noted by its pass-0 task.
     sha256: per file (relative path) that planning read whole because no task reads its bytes as
     they are on disk (files with no task, Parquet files, compressed files decompressed into
     chunks), its SHA-256 hex digest (None when unreadable), when asked; a resumed run checks
     these files whole.
     read_sha256: per file whose every byte planning read anyway (to cut it at line starts, or a
-    small file its sniff held whole), the whole file's SHA-256; its splits carry the sha256 of
+    file its sniff held whole), the whole file's SHA-256; its splits carry the sha256 of
     their ranges (:attr:`InputSplit.sha256`), which the reader checks as it reads them.
     """
 
@@ -91,6 +92,7 @@ def _split_json(t: InputSplit) -> dict[str, Any]:
         "first_line": t.first_line,
         "nbytes": t.nbytes,
         "sha256": t.sha256,
+        "sniff": t.sniff,
         "more": t.more,
     }
 

@@ -2,9 +2,10 @@
 
 A file is sniffed (its first 8 KiB: empty, binary, not in the declared encoding, or no reader
 for its type: noted, no task), then cut into splits of about ``input.split_bytes``; a small
-corpus is cut finer and its compressed files decompressed into chunks so that every worker gets
-work; small splits are grouped into tasks. The plan depends only on the input, never on the
-worker count.
+uncompressed UTF-8 text file (up to 1 MiB) is not opened here but left whole to its reader, which
+checks its first bytes as it reads it (:attr:`InputSplit.sniff`). A small corpus is cut finer
+and its compressed files decompressed into chunks so that every worker gets work; small splits
+are grouped into tasks. The plan depends only on the input, never on the worker count.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import hashlib
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,21 +22,18 @@ from dataprep.io import (
     SNIFF_BYTES,
     bom_encoding,
     compression_of,
-    control_bytes,
     decompress_chunks,
     file_sha256,
-    guess_encoding,
     is_utf8,
     logical_suffix,
-    looks_binary,
     sniff,
-    undecodable_bytes,
 )
 from dataprep.plan import Plan
-from dataprep.readers import LineReader
+from dataprep.readers import SMALL_SPLIT_BYTES, LineReader
 from dataprep.recipe import InputParams, Recipe
 from dataprep.stage import registry
 from dataprep.stage.reader import InputSplit, Reader, ReadReport
+from dataprep.textcheck import text_note
 
 MIN_SPLIT_BYTES = 1 << 20
 
@@ -122,7 +119,7 @@ def _scan_file(job: ScanJob) -> dict[str, Any]:
         if not head:
             out["note"] = ("empty_file", "empty file (no data after decompression)")
             return hash_whole()
-        note = _text_note(head, getattr(reader_params, "encoding", "utf-8"))
+        note = text_note(head, getattr(reader_params, "encoding", "utf-8"))
         if note is not None:
             out["note"] = note
             return hash_whole(head)
@@ -139,76 +136,6 @@ def _scan_file(job: ScanJob) -> dict[str, Any]:
         out["note"] = ("read_error", f"cannot plan: {type(e).__name__}: {e}")
         hash_whole()
     return out
-
-
-BINARY_NOTE = ("binary_file", "looks binary (control bytes or undecodable text), skipped")
-
-
-def _text_note(head: bytes, encoding: str) -> tuple[str, str] | None:
-    """None when a file whose first (decompressed) bytes are ``head`` reads as text in
-    ``encoding``, else its note (kind, message): not UTF-8 (:func:`_as_utf8`), or binary
-    (:func:`looks_binary`). The common case, UTF-8 without a byte-order mark, counts the control
-    and undecodable bytes once for both rules; only a head that looks legacy or holds NULs asks
-    charset-normalizer (:func:`_as_utf8`)."""
-    if bom_encoding(head) is None and is_utf8(encoding):
-        controls, bad = control_bytes(head), undecodable_bytes(head)
-        legacy = bad - 3 > 0.05 * len(head) and controls <= 0.01 * len(head)
-        if not legacy and b"\x00" not in head:  # neither a legacy encoding nor UTF-16/32 to name
-            if controls > 0.10 * len(head) or bad - 3 > 0.30 * len(head):  # looks_binary's rule
-                return BINARY_NOTE
-            return None
-    text, encoding_note = _as_utf8(head, encoding)
-    if encoding_note:
-        return ("not_utf8", encoding_note)
-    return BINARY_NOTE if looks_binary(text) else None
-
-
-NOT_UTF8 = "not UTF-8 (legacy Chinese text is often GB18030 or Big5): set input.encoding"
-
-
-def _as_utf8(head: bytes, encoding: str) -> tuple[bytes, str]:
-    """(a file's first bytes as UTF-8, for the binary check; "" or why the file cannot be read as
-    text in ``encoding``). A byte-order mark decides the encoding; without one, a head that is
-    mostly not UTF-8 under the default encoding (or UTF-16/32 without a mark) is named as such
-    instead of being repaired into U+FFFD garbage (or taken for binary), with the encoding
-    charset-normalizer finds (bench/bench_charset.py: on real GB18030 / Big5 text it names 98% /
-    100% right, at about 0.6 ms a file, asked only about such heads): the user sets
-    input.encoding."""
-    bom = bom_encoding(head)
-    codec = bom[0] if bom else encoding
-    if is_utf8(codec) and bom is None:
-        bad = undecodable_bytes(head)
-        controls = control_bytes(head)
-        if bad - 3 > 0.05 * len(head) and controls <= 0.01 * len(head):  # text, not binary
-            guess = guess_encoding(head, whole=len(head) < SNIFF_BYTES)
-            if guess is None or guess in ("utf-8", "ascii"):
-                return head, NOT_UTF8
-            return head, f"not UTF-8; charset-normalizer finds {guess}: set input.encoding: {guess}"
-        if b"\x00" in head:  # UTF-16/32 without a byte-order mark has NULs (binary files too)
-            wide = _wide_text(head)
-            if wide:
-                return (
-                    head,
-                    f"{wide} without a byte-order mark (charset-normalizer): set input.encoding: {wide}",
-                )
-        return head, ""
-    if bom is None and b"\x00" in head and not codecs.lookup(codec).name.startswith(("utf-16", "utf-32")):
-        wide = _wide_text(head)  # e.g. input.encoding: gb18030 for a corpus with UTF-16 files in it
-        if wide:
-            return head, f"{wide} without a byte-order mark, not {encoding}: set input.encoding: {wide}"
-    text = head[bom[1] :] if bom else head
-    return text.decode(codec, "ignore").encode("utf-8"), ""
-
-
-def _wide_text(head: bytes) -> str | None:
-    """The UTF-16/32 codec a head without a byte-order mark is text in, per charset-normalizer
-    and checked: it decodes in that codec and has no control characters but tab, newline and
-    CR; else None."""
-    guess = guess_encoding(head, whole=len(head) < SNIFF_BYTES)
-    if guess is None or not guess.startswith(("utf-16", "utf-32")):
-        return None
-    text = head[: len(head) // 4 * 4].decode(guess, "replace").rstrip("\ufffd")
-    return guess if not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd]", text) else None
 
 
 def _split_file(job: tuple[InputFile, str, Any]) -> tuple[list[InputSplit], str | None]:
@@ -231,6 +158,8 @@ def make_plan(
     skipped: list[dict[str, str]] | None = None,
 ) -> Plan:
     """Sniff each file and cut it into splits. Files without a task are noted (and reported).
+    A small file that its reader checks as it reads it (:func:`_sniffs_small_files`) is not
+    opened: its one split is marked ``sniff``, and its note, if any, comes from pass 0.
 
     Files are planned in jobs of consecutive files (:func:`_scan_jobs`: up to a thousand small
     files, or one large file), through ``parallel_map`` when given (e.g. the executor's workers:
@@ -252,7 +181,12 @@ def make_plan(
     count, so outputs stay identical for any number of workers.
     """
     params = recipe.input_params
-    by_kind: dict[str, tuple[str | None, Any]] = {}  # per logical suffix: (reader name, its parameters)
+    by_kind: dict[
+        str, tuple[str | None, Any, bool]
+    ] = {}  # per logical suffix: reader name, parameters, small files left to it
+    entries: list[
+        tuple[InputFile, str | None, Any, InputSplit | None]
+    ] = []  # with the split of a file not sniffed here
     jobs: list[ScanJob] = []
     for f in files:
         kind = logical_suffix(f.path) if params.format == "auto" else params.format
@@ -261,19 +195,34 @@ def make_plan(
             rp = None
             if reader is not None:
                 rp = dataclasses.replace(recipe.readers[reader.name], split_bytes=params.split_bytes)
-            by_kind[kind] = (None if reader is None else reader.name, rp)
-        jobs.append((f, *by_kind[kind], hash_files))
+            by_kind[kind] = (None if reader is None else reader.name, rp, _sniffs_small_files(reader, rp))
+        reader_name, rp, leaves_small = by_kind[kind]
+        split = None
+        if (
+            leaves_small
+            and 0 < f.size <= min(SMALL_SPLIT_BYTES, params.split_bytes)
+            and compression_of(f.path) is None
+        ):
+            split = InputSplit(f.path, f.rel, reader_name, 0, f.size, 1, f.size, "", True)  # type: ignore[arg-type]
+        else:
+            jobs.append((f, reader_name, rp, hash_files))
+        entries.append((f, reader_name, rp, split))
     notes: list[dict[str, str]] = []
     for note in skipped or []:  # entries of the inputs that are not regular files
         notes.append(note)
         report.file_error(note["kind"], note["file"], note["message"])
     batches = _scan_jobs(jobs, params.split_bytes)
-    scans = [scan for batch in (parallel_map or _map)(_scan_files, batches) for scan in batch]
-    readable: list[tuple[InputFile, str, Any]] = []  # (file, reader name, reader parameters)
+    scans = iter([scan for batch in (parallel_map or _map)(_scan_files, batches) for scan in batch])
+    readable: list[tuple[InputFile, str, Any, InputSplit | None]] = []  # as entries
     tasks: list[InputSplit] = []
     sha256: dict[str, str | None] = {}
     read_sha256: dict[str, str] = {}
-    for (f, reader_name, rp, _), scan in zip(jobs, scans, strict=True):
+    for f, reader_name, rp, split in entries:
+        if split is not None:  # its reader counts it read, or notes it
+            readable.append((f, reader_name, rp, split))  # type: ignore[arg-type]
+            tasks.append(split)
+            continue
+        scan = next(scans)
         if scan["sha256"] != "":
             sha256[f.rel] = scan["sha256"]
         if reader_name is None:
@@ -287,7 +236,7 @@ def make_plan(
             report.file_error(kind, f.rel, message)
         else:
             report.stats.count("files.read")
-            readable.append((f, reader_name, rp))
+            readable.append((f, reader_name, rp, None))
             tasks += scan["splits"]
             if scan["read_sha256"]:
                 read_sha256[f.rel] = scan["read_sha256"]
@@ -296,12 +245,19 @@ def make_plan(
         finer = min(
             params.split_bytes, max(sum(t.nbytes for t in tasks) // params.min_tasks, MIN_SPLIT_BYTES)
         )
-        if finer < params.split_bytes:
-            cuts = [(f, name, dataclasses.replace(rp, split_bytes=finer)) for f, name, rp in readable]
+        if finer < params.split_bytes:  # a file left to its reader is no larger than the finest cut
+            cuts = [
+                (f, name, dataclasses.replace(rp, split_bytes=finer))
+                for f, name, rp, s in readable
+                if s is None
+            ]
+            recut = iter(zip(cuts, (parallel_map or _map)(_split_file, cuts), strict=True))
             tasks = []
-            for (f, _, _), (splits, digest) in zip(
-                cuts, (parallel_map or _map)(_split_file, cuts), strict=True
-            ):
+            for *_, split in readable:
+                if split is not None:
+                    tasks.append(split)
+                    continue
+                (f, _, _), (splits, digest) = next(recut)
                 tasks += splits
                 if digest:
                     read_sha256[f.rel] = digest
@@ -314,6 +270,20 @@ def make_plan(
     if not hash_files:
         sha256, read_sha256 = {}, {}
     return Plan(files, tasks, notes, sha256, read_sha256)
+
+
+def _sniffs_small_files(reader: type[Reader] | None, params: Any) -> bool:
+    """True when ``reader`` checks the small files it reads whole (:attr:`InputSplit.sniff`):
+    a line reader of UTF-8 text whose records never straddle lines, which reads an uncompressed
+    file of up to SMALL_SPLIT_BYTES in one call. Planning then only lists such files: for a
+    corpus of many small files, opening each twice (sniffed here, read in pass 0) was most of
+    planning's time."""
+    return (
+        reader is not None
+        and issubclass(reader, LineReader)
+        and not reader.whole_file(params)
+        and is_utf8(params.encoding)
+    )
 
 
 def group_splits(tasks: list[InputSplit], target: int, by_source: bool = False) -> list[InputSplit]:
@@ -339,7 +309,7 @@ def group_splits(tasks: list[InputSplit], target: int, by_source: bool = False) 
                     s.end,
                     s.first_line,
                     s.nbytes,
-                    *([s.sha256] if s.sha256 else []),
+                    *([s.sha256, True] if s.sniff else [s.sha256] if s.sha256 else []),
                 ]
                 for s in group[1:]
             ]

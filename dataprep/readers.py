@@ -25,6 +25,7 @@ from dataprep.io import (
 )
 from dataprep.recipe import InputParams
 from dataprep.stage.reader import InputError, InputSplit, Reader, ReadReport
+from dataprep.textcheck import text_note
 
 
 @dataclass
@@ -116,7 +117,9 @@ class LineReader(Reader):
                 report.file_error("read_error", split.rel, f"cannot open since planning: {e.strerror or e}")
                 return
             if small is not None:
-                raws, end, digest = small
+                raws, end, digest, head = small
+                if split.sniff and not self._reads_as_text(split, report, head):
+                    raws = []
                 line_no = split.first_line - 1
                 for raw in raws:
                     line_no += 1
@@ -127,6 +130,7 @@ class LineReader(Reader):
                 self._read(split, report, end, digest)
                 return
         limit = None if split.end < 0 else split.end - split.start
+        text = True  # the split's bytes are text: planning checked them, or the reader does below
         try:
             raw_input = RawInput(split.path, split.start, split.end, hashed=True)
         except OSError as e:  # e.g. removed or replaced since the plan was made
@@ -138,6 +142,7 @@ class LineReader(Reader):
             try:
                 if split.start == 0:
                     head = stream.peek(HEAD_BYTES)[:HEAD_BYTES]  # type: ignore[attr-defined]
+                    text = not split.sniff or self._reads_as_text(split, report, head)
                     bom = bom_encoding(head)
                     if bom is not None:
                         codec = bom[0]
@@ -152,7 +157,8 @@ class LineReader(Reader):
                 wide = codec.startswith(("utf-16", "utf-32"))
                 if wide:  # 0x0A is no line end in these: decoded first, the lines cut in UTF-8
                     stream = transcoded(stream, codec)
-                for raw in iter_lines(stream, params.max_line_bytes, limit):
+                    limit = None  # the file whole (never cut), whose lines are counted decoded
+                for raw in iter_lines(stream, params.max_line_bytes, limit) if text else ():
                     line_no += 1
                     if not line_no & 1023:
                         report.position = f.raw_position() - split.start
@@ -212,6 +218,18 @@ class LineReader(Reader):
             text = raw.decode(line_codec, "replace")
         return LineRecord(line_no, text.rstrip("\r\n"), nbytes)
 
+    def _reads_as_text(self, split: InputSplit, report: ReadReport, head: bytes) -> bool:
+        """For a small file planning left unsniffed (:attr:`InputSplit.sniff`), whose first
+        bytes are ``head``: True, and the file counted read, when they read as text in the
+        declared encoding; else False, and the file noted (binary, not UTF-8) as planning notes
+        the files it sniffs (under ``on_error: stop`` the note stops the run)."""
+        note = text_note(head, self.params.encoding)
+        if note is None:
+            report.stats.count("files.read")
+            return True
+        report.file_note(note[0], split.rel, note[1])
+        return False
+
     def parse_raw(self, raw: bytes) -> Any:
         """A reader's value of a raw UTF-8 line (newline included) when it can make it straight
         from the bytes, exactly as from the decoded text; None sends the line the general way
@@ -251,9 +269,10 @@ def _is_utf8_text(head: bytes) -> bool:
 SMALL_SPLIT_BYTES = 1 << 20  # a range this small is read in one call (no stream, no buffer)
 
 
-def _read_small(split: InputSplit, max_line_bytes: int) -> tuple[list[bytes | None], int, str] | None:
+def _read_small(split: InputSplit, max_line_bytes: int) -> tuple[list[bytes | None], int, str, bytes] | None:
     """(the raw lines of a small range [start, end) of an uncompressed file, as
-    :func:`iter_lines` yields them; the end of the bytes read; their sha256), read in one call;
+    :func:`iter_lines` yields them; the end of the bytes read; their sha256; their first
+    HEAD_BYTES), read in one call;
     None when the streaming path must read it instead: a UTF-16/32 byte-order mark, or a last
     line that runs past the range's end (the file changed since it was planned)."""
     want = split.end - split.start
@@ -265,7 +284,7 @@ def _read_small(split: InputSplit, max_line_bytes: int) -> tuple[list[bytes | No
             data += more
         if data and len(data) == want and not data.endswith(b"\n") and f.read(1):
             return None
-    end, digest = split.start + len(data), hashlib.sha256(data).hexdigest()
+    end, digest, head = split.start + len(data), hashlib.sha256(data).hexdigest(), data[:HEAD_BYTES]
     if split.start == 0:
         bom = bom_encoding(data[:4])
         if bom is not None:
@@ -276,7 +295,7 @@ def _read_small(split: InputSplit, max_line_bytes: int) -> tuple[list[bytes | No
     raws: list[bytes | None] = [None if len(p) > max_line_bytes else p + b"\n" for p in pieces[:-1]]
     if pieces[-1]:
         raws.append(None if len(pieces[-1]) > max_line_bytes else pieces[-1])
-    return raws, end, digest
+    return raws, end, digest, head
 
 
 def _wide(path: str, head: bytes | None = None) -> bool:

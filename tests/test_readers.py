@@ -216,14 +216,18 @@ def test_files_are_planned_and_hashed_through_the_parallel_map_in_jobs_of_many_f
     assert pooled.to_json() == serial.to_json()
     assert pooled_stats.to_json() == serial_stats.to_json()
     assert len(pooled.tasks) > 4  # big.jsonl is cut at 64 KiB
-    assert [n["kind"] for n in pooled.file_notes] == ["binary_file", "empty_file", "unsupported"]
+    assert [n["kind"] for n in pooled.file_notes] == ["empty_file", "unsupported"]
+    # a small uncompressed text file is only listed: its reader checks that it is text
+    blob = [t for task in pooled.tasks for t in task.parts() if t.rel == "blob.txt"]
+    assert [(t.start, t.end, t.sniff, t.sha256) for t in blob] == [(0, 256 * 64, True, "")]
+    assert pooled_stats.counters == {"files.empty_file": 1, "files.unsupported": 1, "files.read": 2}
 
     def digest(data: bytes) -> str:
         return hashlib.sha256(data).hexdigest()
 
     content = {f.rel: Path(f.path).read_bytes() for f in files}
     # no task reads these files: hashed while planned; small.jsonl.zst is hashed by its task
-    assert pooled.sha256 == {k: digest(content[k]) for k in ("blob.txt", "empty.jsonl", "notes.pdf")}
+    assert pooled.sha256 == {k: digest(content[k]) for k in ("empty.jsonl", "notes.pdf")}
     # big.jsonl is read whole to be cut: the file and each range hashed by that read
     assert pooled.read_sha256 == {"big.jsonl": digest(content["big.jsonl"])}
     ranges = [t for task in pooled.tasks for t in task.parts() if t.rel == "big.jsonl"]

@@ -214,3 +214,27 @@ def test_a_cycle_made_while_garbage_collection_is_paused_is_freed_after() -> Non
         del a, b
         assert gone() is not None  # no collection inside the block
     assert gone() is None and gc.isenabled() == enabled
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"path": st.text(), "bytes": st.integers(min_value=-(1 << 70), max_value=1 << 70)},
+            optional={"sha256": st.none() | st.text(), "extra": _JSON_VALUES},
+        ),
+        max_size=4,
+    ),
+    st.dictionaries(st.text(), _JSON_VALUES, max_size=3),
+)
+def test_the_manifest_text_is_that_of_json_with_one_space_indents(inputs: list, more: dict) -> None:
+    from dataprep.formats.manifest import manifest_text
+
+    doc = {"format_version": 1, "inputs": inputs, **{f"x{k}": v for k, v in more.items()}}
+    assert manifest_text(doc) == json.dumps(doc, ensure_ascii=False, indent=1)

@@ -18,9 +18,9 @@ import yaml
 from dataprep import __version__
 from dataprep.docstore import copy_parquet_kept, parquet_keys, read_rejected, refused, sha256_of
 from dataprep.executor.context import RunContext
-from dataprep.executor.merge import collect_stats, length_entries, stage_entries
+from dataprep.executor.merge import collect_stats, file_notes, length_entries, stage_entries
 from dataprep.executor.passes import DECIDE_TASK, OUTPUTS_RECORD, READ_LABEL, Pass
-from dataprep.formats.manifest import Manifest
+from dataprep.formats.manifest import Manifest, manifest_text
 from dataprep.io import write_text_atomic
 from dataprep.outcome import nothing_left_message, read_hint
 from dataprep.stats import check_accounting
@@ -51,7 +51,7 @@ def finalize(
     if "mix" in manifest:
         stats["mix"] = mix_stats(ctx, passes, manifest["mix"])
     write_text_atomic(final / "stats.json", json.dumps(stats, ensure_ascii=False, indent=1))
-    write_text_atomic(final / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
+    write_text_atomic(final / "manifest.json", manifest_text(manifest))
     write_text_atomic(
         final / "recipe.yaml", yaml.safe_dump(ctx.recipe.resolved(), allow_unicode=True, sort_keys=False)
     )
@@ -172,7 +172,7 @@ def stats_document(ctx: RunContext, passes: list[Pass]) -> dict[str, Any]:
             "files": len(plan.files),
             "bytes": sum(f.size for f in plan.files),
             "tasks": len(ctx.task_ids),
-            "file_notes": plan.file_notes,
+            "file_notes": file_notes(ctx),
             "problems": {k: v for k, v in sorted(read.counters.items())},
             "problem_samples": dict(sorted(samples.items())),
         },

@@ -47,6 +47,28 @@ def merge_task_stats(
     return read, per_stage, samples, kept
 
 
+def read_file_notes(run: RunDir, task_ids: list[str]) -> list[dict[str, str]]:
+    """The notes (file, kind, message) of the files the completed pass-0 tasks read whole but
+    found not to be text (small files planning left unsniffed), in task order."""
+    notes: list[dict[str, str]] = []
+    for t in task_ids:
+        marker = run.marker(0, t)
+        if marker.exists():
+            notes += json.loads(marker.read_text()).get("file_notes", [])
+    return notes
+
+
+def file_notes(ctx: RunContext) -> list[dict[str, str]]:
+    """stats.json's ``input.file_notes``: a note per input entry that yielded no document, in
+    the order of the files: planning's (entries that are not regular files first) with those
+    its pass-0 tasks found (:func:`read_file_notes`)."""
+    found = read_file_notes(ctx.run, ctx.task_ids)
+    if not found:
+        return ctx.plan.file_notes
+    order = {f.rel: k for k, f in enumerate(ctx.plan.files)}
+    return sorted([*ctx.plan.file_notes, *found], key=lambda note: order.get(note["file"], -1))
+
+
 def cpu_seconds(run: RunDir, passes: list[Pass], task_ids: list[str]) -> dict[str, float]:
     """CPU seconds summed over the tasks, per stage label and per pass for reading, parsing and
     writing documents ("passN.io"); rounded to ms."""

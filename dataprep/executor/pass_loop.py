@@ -14,6 +14,7 @@ from dataprep.docstore import RejectedWriter
 from dataprep.document import texts_within_bytes
 from dataprep.executor.context import RunContext
 from dataprep.executor.finalize import draw_ahead
+from dataprep.executor.merge import read_file_notes
 from dataprep.executor.outdir import disk_use
 from dataprep.executor.passes import DECIDE_TASK, Pass
 from dataprep.executor.sweep import remove_all
@@ -64,6 +65,9 @@ def run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
         ):
             warm_ups.run_at_pass_end(p.compute - 1, after_pass)  # the last decide's (shard writers)
         _run_tasks(ctx, p)
+        if p.index == 0 and not ctx.quiet:  # the small files that pass 0 found not to be text
+            for note in read_file_notes(run, ctx.task_ids):
+                log(f"warning: {note['file']}: {note['message']}")
         clock.stop(f"pass{p.index}", t0)
         ctx.peak_out_bytes = max(ctx.peak_out_bytes, disk_use(run.out))
         if p is ctx.passes[-1] and undecided:

@@ -327,6 +327,7 @@ def _run_task(
         "stages": {labels[i]: s.to_json() for i, s in sorted(stats.items())},
         "read": read_stats.to_json() if pass_index == 0 else None,
         "samples": report.samples,
+        "file_notes": report.file_notes,
         "kept_lengths": kept_lengths.to_json(),
         "docs_written": writer.docs if writer is not None else 0,
         "docs_sha256": writer.sha256 if writer is not None else None,

@@ -4,6 +4,7 @@ the ``input.on_error`` policy."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -23,8 +24,11 @@ class InputSplit:
     its parts' bytes.
     sha256: the sha256 (hex) of the split's on-disk bytes when planning read them all (a small
     file, a range of a file cut at line starts), which the reader checks as it reads; "" when not.
+    sniff: the split is a small file whole that planning did not open (it only listed it), so
+    the reader that reads it checks that its first bytes are text (as planning checks the files
+    it sniffs): a file that is not gets its note (binary, not UTF-8) and yields no record.
     more: further splits of the same task, read after this one in order (small files grouped
-    into one task of about the target size); each as the list of its first seven or eight fields.
+    into one task of about the target size); each as the list of its first seven to nine fields.
     """
 
     path: str
@@ -35,6 +39,7 @@ class InputSplit:
     first_line: int = 1
     nbytes: int = 0
     sha256: str = ""
+    sniff: bool = False
     more: list[list[Any]] = field(default_factory=list)
 
     def parts(self) -> list[InputSplit]:
@@ -42,9 +47,7 @@ class InputSplit:
         if not self.more:
             return [self]
         nbytes = self.nbytes - sum(int(m[6]) for m in self.more)
-        first = InputSplit(
-            self.path, self.rel, self.reader, self.start, self.end, self.first_line, nbytes, self.sha256
-        )
+        first = dataclasses.replace(self, nbytes=nbytes, more=[])
         return [first, *(InputSplit(*m) for m in self.more)]
 
 
@@ -107,6 +110,7 @@ class ReadReport:
         self.base = 0  # on-disk bytes of the task's parts before the current one (groups)
         # [rel, start, end, sha256] of every input byte range read whole (see LineReader.lines)
         self.read_sha256: list[list[Any]] = []
+        self.file_notes: list[dict[str, str]] = []  # of the files read whole that yield nothing
 
     def _sample(self, kind: str, where: str, message: str) -> None:
         bucket = self.samples.setdefault(kind, [])
@@ -141,6 +145,12 @@ class ReadReport:
                 f"{where}: {message} (input.on_error is 'stop'; fix the input or set it to 'skip')"
             )
         self._sample(kind, where, message)
+
+    def file_note(self, kind: str, rel: str, message: str) -> None:
+        """A whole file that yields no document (binary, not UTF-8): :meth:`file_error`, and its
+        note kept in ``file_notes`` (file, kind, message) as planning keeps those it finds."""
+        self.file_error(kind, rel, message)
+        self.file_notes.append({"file": rel, "kind": kind, "message": message})
 
     def repair(self, kind: str, where: str, message: str) -> None:
         """A record kept after a repair (e.g. invalid UTF-8 replaced): counted and sampled."""

@@ -82,7 +82,7 @@ def _walk(root: Path) -> Iterator[tuple[str, str, os.stat_result | None, tuple[s
             st = os.stat(d)
             with os.scandir(d) as it:
                 entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
-            real_dir = os.path.realpath(d)
+            real_dir = os.path.realpath(d).rstrip("/") + "/"  # an entry's real path: this + its name
         except OSError as e:
             yield (
                 os.path.abspath(d),
@@ -115,7 +115,7 @@ def _walk(root: Path) -> Iterator[tuple[str, str, os.stat_result | None, tuple[s
                     info, note = e.stat(follow_symlinks=False), None
                 except OSError as err:
                     info, note = None, ("read_error", f"cannot examine: {err.strerror or err}")
-                yield os.path.join(real_dir, e.name), rel, info, note
+                yield real_dir + e.name, rel, info, note
                 continue
             info, note = _classify(Path(e.path))  # a symbolic link, FIFO, socket or device
             if info is not None and stat.S_ISDIR(info.st_mode):

@@ -55,11 +55,17 @@ class Plan:
     def from_json(cls, d: dict[str, Any]) -> Plan:
         return cls(
             [InputFile(**f) for f in d["files"]],
-            [InputSplit(**t) for t in d["tasks"]],
+            cls.tasks_from_json(d),
             d["file_notes"],
             d.get("sha256", {}),
             d.get("read_sha256", {}),
         )
+
+    @staticmethod
+    def tasks_from_json(d: dict[str, Any]) -> list[InputSplit]:
+        """The tasks of a plan's JSON alone: all a worker needs of the plan (no object is built
+        per input file)."""
+        return [InputSplit(**t) for t in d["tasks"]]
 
     def fingerprint(self) -> str:
         """The sha256 of ``json.dumps([file as a dict, ...], sort_keys=True)``: each file's

@@ -36,13 +36,13 @@ from dataprep.stats import LENGTH_EDGES, Histogram, StageStats
 
 class _WorkerState:
     """Per-process cache: the recipe (the run's spec, as the driver resolved it), its stages and
-    the plan of the run being executed."""
+    the tasks of the run being executed (of its plan, only they)."""
 
     def __init__(self, run: RunDir, recipe: Recipe, key: tuple[Any, ...]):
         self.recipe = recipe
         self.stages = [spec.build() for spec in self.recipe.stages]
         with gc_paused():
-            self.plan = Plan.from_json(read_work_json(run.work / "plan.json")["plan"])
+            self.tasks = Plan.tasks_from_json(read_work_json(run.work / "plan.json")["plan"])
         self.passes = plan_passes(self.stages)
         self.key = key
         self._by_source: dict[str, list[Stage]] = {}
@@ -51,7 +51,7 @@ class _WorkerState:
         """The stages of a task: a task reads one file, so it belongs to at most one source, whose
         per-source overrides (``sources[].stages``) apply to all its documents."""
         names = [s.name for s in self.recipe.sources]
-        k = source_of(self.plan.tasks[task_index].rel, names) if names else -1
+        k = source_of(self.tasks[task_index].rel, names) if names else -1
         if k < 0 or not self.recipe.sources[k].stages:
             return self.stages
         if names[k] not in self._by_source:
@@ -240,7 +240,7 @@ def _run_task(
             work_dir=run.stage_dir(i, labels[i]),
             task_id=task_id,
             task_index=task_index,
-            num_tasks=len(state.plan.tasks),
+            num_tasks=len(state.tasks),
             seed=recipe.seed,
             artifacts=artifacts,
         )
@@ -251,7 +251,7 @@ def _run_task(
         stages[i].begin_task(c)
     report = ReadReport(read_stats, recipe.input_params.on_error, rejected)
     if pass_index == 0:
-        split = state.plan.tasks[task_index]
+        split = state.tasks[task_index]
         source: Iterator[list[Document]] = _batches(read_task(split, recipe.reader, report), batch_size)
     else:
         source = read_docs(

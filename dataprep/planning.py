@@ -181,12 +181,11 @@ def make_plan(
     count, so outputs stay identical for any number of workers.
     """
     params = recipe.input_params
-    by_kind: dict[
-        str, tuple[str | None, Any, bool]
-    ] = {}  # per logical suffix: reader name, parameters, small files left to it
-    entries: list[
-        tuple[InputFile, str | None, Any, InputSplit | None]
-    ] = []  # with the split of a file not sniffed here
+    # per logical suffix: (reader name, its parameters, whether it checks the small files it reads)
+    by_kind: dict[str, tuple[str | None, Any, bool]] = {}
+    # per file: (file, reader name, its parameters, the split of a small file left to its reader)
+    entries: list[tuple[InputFile, str | None, Any, InputSplit | None]] = []
+    smallest = min(SMALL_SPLIT_BYTES, params.split_bytes)  # a file left to its reader is no larger
     jobs: list[ScanJob] = []
     for f in files:
         kind = logical_suffix(f.path) if params.format == "auto" else params.format
@@ -198,12 +197,8 @@ def make_plan(
             by_kind[kind] = (None if reader is None else reader.name, rp, _sniffs_small_files(reader, rp))
         reader_name, rp, leaves_small = by_kind[kind]
         split = None
-        if (
-            leaves_small
-            and 0 < f.size <= min(SMALL_SPLIT_BYTES, params.split_bytes)
-            and compression_of(f.path) is None
-        ):
-            split = InputSplit(f.path, f.rel, reader_name, 0, f.size, 1, f.size, "", True)  # type: ignore[arg-type]
+        if leaves_small and reader_name and 0 < f.size <= smallest and compression_of(f.path) is None:
+            split = InputSplit(f.path, f.rel, reader_name, 0, f.size, 1, f.size, "", True)
         else:
             jobs.append((f, reader_name, rp, hash_files))
         entries.append((f, reader_name, rp, split))
@@ -213,13 +208,13 @@ def make_plan(
         report.file_error(note["kind"], note["file"], note["message"])
     batches = _scan_jobs(jobs, params.split_bytes)
     scans = iter([scan for batch in (parallel_map or _map)(_scan_files, batches) for scan in batch])
-    readable: list[tuple[InputFile, str, Any, InputSplit | None]] = []  # as entries
+    readable: list[tuple[InputFile, str | None, Any, InputSplit | None]] = []  # as entries
     tasks: list[InputSplit] = []
     sha256: dict[str, str | None] = {}
     read_sha256: dict[str, str] = {}
     for f, reader_name, rp, split in entries:
         if split is not None:  # its reader counts it read, or notes it
-            readable.append((f, reader_name, rp, split))  # type: ignore[arg-type]
+            readable.append((f, reader_name, rp, split))
             tasks.append(split)
             continue
         scan = next(scans)
@@ -245,7 +240,7 @@ def make_plan(
         finer = min(
             params.split_bytes, max(sum(t.nbytes for t in tasks) // params.min_tasks, MIN_SPLIT_BYTES)
         )
-        if finer < params.split_bytes:  # a file left to its reader is no larger than the finest cut
+        if finer < params.split_bytes:  # finer >= 1 MiB: a file left to its reader stays whole
             cuts = [
                 (f, name, dataclasses.replace(rp, split_bytes=finer))
                 for f, name, rp, s in readable
@@ -275,9 +270,8 @@ def make_plan(
 def _sniffs_small_files(reader: type[Reader] | None, params: Any) -> bool:
     """True when ``reader`` checks the small files it reads whole (:attr:`InputSplit.sniff`):
     a line reader of UTF-8 text whose records never straddle lines, which reads an uncompressed
-    file of up to SMALL_SPLIT_BYTES in one call. Planning then only lists such files: for a
-    corpus of many small files, opening each twice (sniffed here, read in pass 0) was most of
-    planning's time."""
+    file of up to SMALL_SPLIT_BYTES in one call. Planning then only lists such files, so each
+    is opened once, by the task that reads it."""
     return (
         reader is not None
         and issubclass(reader, LineReader)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import SMALL_RECIPE, jsonl_bytes, recipe_with, write_gz, write_zst
 from dataprep.inputs import expand_inputs
@@ -262,3 +265,53 @@ def test_compressed_files_are_chunked_one_job_each_through_the_parallel_map(tmp_
     pooled = make_plan(files, recipe, report, tmp_path / "s2", parallel_map=pool_map)
     assert calls == [1, 2]  # one planning job for both files, one decompression job per file
     assert len(pooled.tasks) > 4 and chunks(pooled) == chunks(serial)
+
+
+_HEADS = [
+    "春眠不觉晓，处处闻啼鸟。\n夜来风雨声。\n".encode(),
+    "旧编码的中文文本，一行又一行。\n".encode("gb18030") * 30,
+    "繁體中文的舊檔案。\n".encode("big5") * 30,
+    ("宽字符文本\n第二行\n" * 50).encode("utf-16"),  # with its byte-order mark: lines counted decoded
+    "宽字符文本\n第二行\n".encode("utf-16-le") * 20,  # without
+    b"\xef\xbb\xbf" + "带标记的文本\n".encode(),
+    bytes(range(256)) * 8,
+    b"ok line\n\x00\x00\x00\x01\x02 mostly binary after \x03\x04\x05\x06" * 40,
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(_HEADS) | st.binary(min_size=1, max_size=3000),
+    st.sampled_from(["utf-8", "gb18030"]),
+)
+def test_a_small_file_left_to_its_reader_reads_as_if_planning_had_sniffed_it(
+    tmp_path_factory: pytest.TempPathFactory, content: bytes, encoding: str
+) -> None:
+    """The check a reader makes of a small file planning only listed (InputSplit.sniff) gives the
+    same note, documents and counts as planning's sniff of it."""
+    src = tmp_path_factory.mktemp("small") / "f.txt"
+    src.write_bytes(content)
+
+    def outcome(left_to_reader: bool) -> tuple[list, list, dict, dict]:
+        recipe = parse_recipe(recipe_with(encoding=encoding), "test")
+        stats = StageStats()
+        report = ReadReport(stats, "skip")
+        sniffing = contextlib.nullcontext() if left_to_reader else _planning_sniffs_every_file()
+        with sniffing:
+            plan = make_plan(expand_inputs([str(src)]), recipe, report)
+        assert all(t.sniff == (left_to_reader and encoding == "utf-8") for t in plan.tasks)
+        docs = [
+            d.text for t in plan.tasks for p in t.parts() for d in recipe.reader(p.reader).read(p, report)
+        ]
+        notes = [(n["kind"], n["message"]) for n in plan.file_notes + report.file_notes]
+        return docs, notes, stats.counters, report.samples
+
+    assert outcome(True) == outcome(False)
+
+
+def _planning_sniffs_every_file() -> contextlib.AbstractContextManager:
+    from unittest import mock
+
+    from dataprep import planning
+
+    return mock.patch.object(planning, "_sniffs_small_files", return_value=False)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_shards_support import corpus_texts, run_prepare, small_tokenizer, write_corpus
 
 from dataprep.docstore import read_rejected
@@ -221,6 +224,61 @@ def test_mindrecord_bytes_do_not_depend_on_the_frozen_schema(tmp_path, monkeypat
     frozen = write(tmp_path / "frozen")
     monkeypatch.setattr(mindrecord, "_freeze_schema", lambda writer: None)
     assert write(tmp_path / "asked") == frozen
+
+
+@pytest.mark.parametrize("with_loss_mask", [False, True])
+@pytest.mark.parametrize("with_source_id", [False, True])
+def test_mindrecord_rows_built_per_batch_are_the_bytes_file_writer_writes(
+    tmp_path, monkeypatch, with_loss_mask, with_source_id
+):
+    """Rows handed to MindSpore's native writer as whole-batch blobs give the .mindrecord and .db
+    bytes of FileWriter.write_raw_data's row-by-row path (boundaries at or past seq_length
+    included)."""
+    from dataprep.formats import mindrecord
+    from dataprep.formats.rows import RowBatch
+
+    rng = np.random.default_rng(1)
+    n, row_length = 1500, 33
+    counts = rng.integers(1, 6, size=n).astype(np.int32)
+    ends = np.concatenate(
+        [np.sort(rng.choice(np.arange(1, row_length + 2), c, replace=False)) for c in counts]
+    )
+    sources = rng.integers(0, 3, size=n).astype(np.int32) if with_source_id else None
+    batch = RowBatch(rng.integers(0, 1000, size=(n, row_length)), ends, counts, sources)
+
+    def write(directory: Path, per_batch: bool) -> tuple[bytes, bytes]:
+        directory.mkdir()
+        f = mindrecord.MindRecordFile(directory / "rows.mindrecord", with_loss_mask, with_source_id)
+        assert (f._blobs is not None) == per_batch  # the MindSpore this runs on has what it needs
+        f.write(batch.select(np.arange(100)))
+        f.write(batch.select(np.arange(100, n)))  # more than WRITE_BATCH_ROWS
+        f.commit()
+        return (directory / "rows.mindrecord").read_bytes(), (directory / "rows.mindrecord.db").read_bytes()
+
+    per_batch = write(tmp_path / "blobs", True)
+    monkeypatch.setattr(mindrecord._BlobWriter, "of", classmethod(lambda cls, *a: None))
+    assert write(tmp_path / "rows", False) == per_batch
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(min_value=1, max_value=300), min_size=1, max_size=140), max_size=6))
+def test_compressed_eod_of_a_batch_is_that_of_each_row(rows: list[list[int]]) -> None:
+    from dataprep.formats.mindrecord import compressed_eod, compressed_eods
+
+    seq_length = 200
+    ends = np.array([e for r in rows for e in sorted(r)], dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    try:
+        expected = [
+            compressed_eod(ends[offsets[i] : offsets[i + 1]], seq_length, "f") for i in range(len(rows))
+        ]
+    except ValueError as e:
+        with pytest.raises(ValueError, match=re.escape(str(e))):
+            compressed_eods(ends, offsets, seq_length, "f")
+        return
+    got = compressed_eods(ends, offsets, seq_length, "f")
+    assert got.shape == (len(rows), 128) and got.dtype == np.int32
+    assert [list(r) for r in got] == [list(r) for r in expected]
 
 
 @pytest.mark.e2e

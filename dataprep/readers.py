@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataprep.io import (
+    SNIFF_BYTES,
     RawInput,
     bom_encoding,
     compression_of,
@@ -141,7 +142,7 @@ class LineReader(Reader):
             stream, codec = f.stream, codecs.lookup(params.encoding).name
             try:
                 if split.start == 0:
-                    head = stream.peek(HEAD_BYTES)[:HEAD_BYTES]  # type: ignore[attr-defined]
+                    head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]  # type: ignore[attr-defined]
                     text = not split.sniff or self._reads_as_text(split, report, head)
                     bom = bom_encoding(head)
                     if bom is not None:
@@ -249,9 +250,6 @@ class LineReader(Reader):
             )
 
 
-HEAD_BYTES = 8192  # what the planner sniffs of a file
-
-
 def _is_utf8_text(head: bytes) -> bool:
     """True when ``head`` (a file's first bytes) is UTF-8 with some non-ASCII text in it (64
     bytes or more; an ASCII head decodes alike in every legacy encoding, and a few bytes of
@@ -272,7 +270,7 @@ SMALL_SPLIT_BYTES = 1 << 20  # a range this small is read in one call (no stream
 def _read_small(split: InputSplit, max_line_bytes: int) -> tuple[list[bytes | None], int, str, bytes] | None:
     """(the raw lines of a small range [start, end) of an uncompressed file, as
     :func:`iter_lines` yields them; the end of the bytes read; their sha256; their first
-    HEAD_BYTES), read in one call;
+    SNIFF_BYTES), read in one call;
     None when the streaming path must read it instead: a UTF-16/32 byte-order mark, or a last
     line that runs past the range's end (the file changed since it was planned)."""
     want = split.end - split.start
@@ -284,7 +282,7 @@ def _read_small(split: InputSplit, max_line_bytes: int) -> tuple[list[bytes | No
             data += more
         if data and len(data) == want and not data.endswith(b"\n") and f.read(1):
             return None
-    end, digest, head = split.start + len(data), hashlib.sha256(data).hexdigest(), data[:HEAD_BYTES]
+    end, digest, head = split.start + len(data), hashlib.sha256(data).hexdigest(), data[:SNIFF_BYTES]
     if split.start == 0:
         bom = bom_encoding(data[:4])
         if bom is not None:

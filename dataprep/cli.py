@@ -21,11 +21,13 @@ EXIT_USAGE = 2
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from dataprep.docstore import WorkMismatch
     from dataprep.executor import RunError, UsageError, prepare
+    from dataprep.formats.mindrecord_shards import only_files_here
     from dataprep.inputs import InputNotFound
     from dataprep.recipe import load_recipe
     from dataprep.stage.params import RecipeError
     from dataprep.stage.reader import InputError
 
+    only_files_here()  # this process exits after the run: MindRecord's writer alone will do
     try:
         recipe = load_recipe(args.recipe, seed=args.seed)
         prepare(

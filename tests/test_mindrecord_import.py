@@ -81,7 +81,7 @@ print(json.dumps({"rc": rc, **seen, "core": hasattr(core, "__file__")}))
 @pytest.mark.e2e
 def test_the_prepare_command_writes_its_files_with_the_writer_imported_alone(tmp_path: Path) -> None:
     """`dataprep prepare` at one worker writes MindRecord in its own process: with the writer
-    alone, not all of MindSpore (~1.5 CPU-s and ~500 MB less)."""
+    alone, not all of MindSpore (~1.3 CPU-s and ~350 MB less)."""
     from tests.conftest import SMALL_RECIPE, write_recipe
 
     corpus = tmp_path / "c.jsonl"

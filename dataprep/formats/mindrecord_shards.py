@@ -53,7 +53,7 @@ def import_mindrecord(_: Any = None) -> None:
     In a worker process (a multiprocessing child), which only writes files, and in a process
     that said it does nothing else with MindSpore (:func:`only_files_here`: the ``dataprep``
     command), the writer is imported alone (:func:`import_mindrecord_alone`: ~0.04 CPU-s and
-    ~15 MB instead of ~1.5 CPU-s and ~600 MB for all of MindSpore). A worker then leaves without
+    ~15 MB instead of ~1.3 CPU-s and ~360 MB for all of MindSpore). A worker then leaves without
     MindSpore's interpreter teardown (~0.4 s at every pool shutdown): by then every file it wrote
     is committed and closed, and results travel synchronously, so only stdio needs flushing."""
     global _FAST_EXIT

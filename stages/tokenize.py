@@ -53,6 +53,7 @@ Publishes the "tokenizer" artifact (see :func:`dataprep.tokenizers.load.describe
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 import sys
@@ -237,6 +238,7 @@ class Tokenize(GlobalStage):
         self._sample: Any = None
         self._tokenizer: Any = None
         self._tokenizer_path = ""
+        self._warm_ups: list[Any] = []  # building the given tokenizer.json's engine, once set up
         self._checked = 0
         self._examples: list[dict[str, Any]] = []
         self._engine_task = True
@@ -263,8 +265,19 @@ class Tokenize(GlobalStage):
         shutil.copyfile(src, dst)
         copy_hf_config(src.parent, dst.parent)  # the supplied tokenizer's own Hugging Face files
         self._describing = self._start_describe(ctx, dst)
+        if dst.suffix == ".json" and self.params.engine != "tokenizers":
+            from dataprep.tokenizers.load import warm_tokenizer
+
+            self._warm_ups = [functools.partial(warm_tokenizer, str(dst), self.params.engine)]
         if self.params.engine == "fastokens":  # demanded: fail before any pass, not after some
             self.prepare_apply(ctx)
+
+    def warm_ups(self) -> list[Any]:
+        """A given tokenizer.json's fastokens engine (~1 CPU-s to build for a large vocabulary),
+        built by each worker at the end of the pass before this stage's (the engine check's
+        worker has it already), in the time the end of that pass and its decide leave idle,
+        instead of in the tokenize pass."""
+        return self._warm_ups
 
     def _start_describe(self, ctx: DriverContext, path: Path) -> tuple[Path, Future[dict[str, Any]]]:
         """Start loading and describing the tokenizer at ``path`` (and, for a tokenizer.json, the

@@ -493,3 +493,39 @@ def test_stage_refuses_a_demanded_fastokens_it_cannot_have(tmp_path, docs):
         run_prepare(
             corpus, tmp_path / "o", [{"tokenize": {"tokenizer": str(path), "engine": "fastokens"}}, "pack"]
         )
+
+
+def test_engine_built_in_the_background_is_the_one_the_first_encode_uses(trained, docs, monkeypatch):
+    """warm_in_background builds fastokens in a low-priority thread; the first encode waits for
+    that build (never a second one: the build is made slow here, so an encode that did not wait
+    would start its own) and its ids are the reference's."""
+    import threading
+    import time
+
+    import fastokens
+
+    builds: list[int] = []
+    from_file = fastokens.Tokenizer.from_file
+
+    def slow_from_file(path: str):
+        builds.append(threading.get_ident())
+        time.sleep(0.3)
+        return from_file(path)
+
+    monkeypatch.setattr(fastokens.Tokenizer, "from_file", staticmethod(slow_from_file))
+    tok = HFTokenizer(trained)
+    tok.warm_in_background()
+    builders = [t for t in threading.enumerate() if t.name == "fastokens-build"]
+    assert len(builders) == 1
+    got = tok.encode_batch(docs[:20])
+    assert len(builds) == 1 and builds[0] == builders[0].ident  # built once, by the thread
+    assert tok.engine == "fastokens"
+    builders[0].join()
+    tok.warm_in_background()  # built: nothing more starts
+    assert not [t for t in threading.enumerate() if t.name == "fastokens-build"]
+    assert len(builds) == 1
+    assert [g.tolist() for g in got] == reference_ids(trained, docs[:20])
+    only_reference = HFTokenizer(trained)
+    only_reference.use_engine("tokenizers")
+    only_reference.warm_in_background()  # encodes with tokenizers: no engine to build
+    assert only_reference._fastokens is None and len(builds) == 1

@@ -5,9 +5,11 @@ file's compression read from its name without splitting the path."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -125,9 +127,9 @@ def test_remove_all_removes_trees_files_and_links_without_following_them(tmp_pat
     assert (keep / "precious").read_text() == "x"
 
 
-def test_warm_ups_queued_behind_the_last_pass_run_once_per_worker() -> None:
+def test_warm_ups_queued_behind_a_pass_are_sent_once_per_worker(tmp_path: Path) -> None:
     from dataprep.executor.pool import LocalExecutor
-    from dataprep.executor.warmup import WarmUps, warm_up
+    from dataprep.executor.warmup import EachWorker, WarmUps, warm_up, warm_up_in_each_worker
 
     calls: list[str] = []
 
@@ -140,13 +142,45 @@ def test_warm_ups_queued_behind_the_last_pass_run_once_per_worker() -> None:
 
     submitted: list[tuple] = []
     warm_ups = WarmUps.on_pool([Writer(), Writer()], lambda fn, arg: submitted.append(("now", arg)), 2)  # type: ignore[list-item]
-    warm_ups.run_at_pass_end(-1, lambda fn, arg: submitted.append((fn, arg)))
-    assert submitted == [(warm_up, load), (warm_up, load)]
+    warm_ups.run_at_pass_end([0, 1], lambda fn, arg: submitted.append((fn, arg)), tmp_path)
+    meet = str(tmp_path / "warm-up-1")
+    assert submitted == [(warm_up_in_each_worker, EachWorker(load, meet, 2))] * 2
     warm_ups.run_after(-1)  # started already: not again
     assert len(submitted) == 2
     one = LocalExecutor(1)
     one.submit_after_pass(warm_up, load)  # no pool: at once
     assert calls == ["load"]
+
+
+def _note_pid(directory: str, _: object = None) -> None:
+    Path(directory, f"ran-in-{os.getpid()}").touch()
+
+
+def _busy(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_a_warm_up_sent_once_per_worker_runs_in_each_worker(tmp_path: Path) -> None:
+    """The copies of a warm-up meet: a worker that takes one keeps it until the others are
+    taken, so the second copy waits for the worker still busy (without the meeting the idle
+    worker would take both, the second a no-op, and the busy one would have none)."""
+    from dataprep.executor.pool import LocalExecutor
+    from dataprep.executor.warmup import EachWorker, warm_up_in_each_worker
+
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    pool = LocalExecutor(2)
+    try:
+        busy = pool.submit(_busy, 1.0)
+        job = EachWorker(functools.partial(_note_pid, str(ran)), str(tmp_path / "meet"), 2)
+        copies = [pool.submit(warm_up_in_each_worker, job) for _ in range(2)]
+        for c in copies:
+            c.result(timeout=60)
+        assert len(set(os.listdir(ran))) == 2
+        assert f"ran-in-{busy.result()}" in os.listdir(ran)
+    finally:
+        pool.close()
 
 
 def _name_suffix(name: str) -> str:

@@ -57,13 +57,13 @@ def run_passes(ctx: RunContext) -> tuple[list[Pass], dict[str, str] | None]:
             stats = ctx.driver_stats[ctx.labels[p.compute]]  # type: ignore[index]
             deciding.prepare_decide(_driver_context(ctx, warm_ups, p.compute, stats))  # type: ignore[arg-type]
         after_pass = getattr(ctx.executor, "submit_after_pass", None)
-        if (
-            p is ctx.passes[-1]
-            and p.compute is not None
-            and after_pass is not None
-            and ctx.executor.has_workers
-        ):
-            warm_ups.run_at_pass_end(p.compute - 1, after_pass)  # the last decide's (shard writers)
+        if after_pass is not None and ctx.executor.has_workers:
+            if p is not ctx.passes[-1]:  # the next pass's stages' (e.g. the tokenizer's engine)
+                following = ctx.passes[p.index + 1]
+                stages = [i for i in [following.apply, *following.maps] if i is not None]
+            else:  # the last decide's (shard writers)
+                stages = [] if p.compute is None else list(range(p.compute, len(ctx.stages)))
+            warm_ups.run_at_pass_end(stages, after_pass, run.work / "warm-ups" / f"pass{p.index}")
         _run_tasks(ctx, p)
         if p.index == 0 and not ctx.quiet:  # the small files that pass 0 found not to be text
             for note in read_file_notes(run, ctx.task_ids):

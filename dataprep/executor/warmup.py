@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dataprep.stage.protocol import Stage
@@ -57,25 +61,65 @@ class WarmUps:
                     self._done.add(fn)
                     self._start(fn)
 
-    def run_at_pass_end(self, index: int, submit_after_pass: Callable[..., Any]) -> None:
-        """Start the warm-ups of the stages after stage ``index`` not started yet as pool jobs
-        queued behind the next pass's tasks (``submit_after_pass``, e.g.
-        :meth:`dataprep.executor.pool.LocalExecutor.submit_after_pass`), once per worker: a worker
-        runs one when it finds no task of the pass left, while the others finish theirs, instead
-        of at the start of the decide that needs it. At normal priority: they take a core the
-        pass leaves idle."""
-        for st in self._stages[index + 1 :]:
+    def run_at_pass_end(
+        self, stages: Iterable[int], submit_after_pass: Callable[..., Any], meet_dir: Path
+    ) -> None:
+        """Start the warm-ups of ``stages`` (indices) not started yet as pool jobs queued behind
+        the next pass's tasks (``submit_after_pass``, e.g.
+        :meth:`dataprep.executor.pool.LocalExecutor.submit_after_pass`), one per worker: a worker
+        runs its copy when it finds no task of the pass left, while the others finish theirs,
+        instead of in the work that needs it (the decide after the pass, or the next pass's
+        tasks). The copies meet in ``meet_dir`` (:func:`warm_up_in_each_worker`), so that each
+        runs in a different worker. At normal priority: they take a core the pass leaves idle."""
+        for st in (self._stages[i] for i in stages):
             for fn in st.warm_ups():
                 if fn not in self._done:
                     self._done.add(fn)
+                    meet = meet_dir / f"warm-up-{len(self._done)}"
+                    shutil.rmtree(meet, ignore_errors=True)  # an interrupted run's
                     for _ in range(self._workers):
-                        submit_after_pass(warm_up, fn)
+                        submit_after_pass(warm_up_in_each_worker, EachWorker(fn, str(meet), self._workers))
 
 
 def warm_up(fn: Callable[[Any], Any]) -> None:
     """fn(None), errors ignored (as for any warm-up)."""
     with contextlib.suppress(Exception):
         fn(None)
+
+
+MEET_SECONDS = 60.0  # the longest a copy of a warm-up waits for the others to start
+
+
+@dataclass(frozen=True)
+class EachWorker:
+    """A warm-up ``fn`` sent as ``copies`` jobs that meet in the directory ``meet``."""
+
+    fn: Callable[[Any], Any]
+    meet: str
+    copies: int
+
+
+def warm_up_in_each_worker(job: EachWorker) -> None:
+    """One copy of a warm-up sent once per worker: the copy says it has started (a file named by
+    its process in ``job.meet``), runs the warm-up, then waits until every copy has started (at
+    most MEET_SECONDS). A worker done with its tasks, whose warm-up is often done already (e.g.
+    the tokenizer engine of the run's check), so stays on its copy instead of taking the next
+    one, which goes to a worker still finishing its last task of the pass. Only the pool's
+    queue of jobs after the pass's tasks waits: a copy is taken when no task of the pass is
+    left, and the last copy is taken when the pass's last task ends."""
+    meet = Path(job.meet)
+    with contextlib.suppress(OSError):
+        meet.mkdir(parents=True, exist_ok=True)
+        (meet / str(os.getpid())).touch()
+    warm_up(job.fn)
+    deadline = time.monotonic() + MEET_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if len(os.listdir(meet)) >= job.copies:
+                return
+        except OSError:
+            return
+        time.sleep(0.005)
 
 
 def warm_up_at_low_priority(fn: Callable[[Any], Any]) -> None:

@@ -56,10 +56,11 @@ class Stage:
         e.g. collect a check ``setup`` started on the workers and publish its result."""
 
     def warm_ups(self) -> list[Callable[[Any], Any]]:
-        """Slow preparations of the processes that will do this stage's decide-time work (the driver
-        or the pool's workers; module-level functions of one ignored argument, e.g. a heavy import).
-        The run may call them ahead, while it waits on something else; they must not change any
-        output."""
+        """Slow preparations of the processes that will do this stage's work (the driver or the
+        pool's workers; picklable callables of one ignored argument, the same objects at every
+        call, e.g. a heavy import or building a tokenizer's engine). The run may call them ahead:
+        while it waits on something else, and at the end of the pass before the stage's tasks or
+        its decide. They must not change any output."""
         return []
 
     def begin_task(self, ctx: StageContext) -> None:

@@ -5,6 +5,9 @@ tokenizer.json (fastokens, checked against the tokenizers library, the reference
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,8 @@ from dataprep.tokenizers.check import (
     ids_difference,
 )
 from dataprep.tokenizers.hf_files import configured_specials
+
+_BUILDING = threading.Lock()  # held while a fastokens engine is built (one build at a time)
 
 
 class HFTokenizer(TextTokenizer):
@@ -123,18 +128,36 @@ class HFTokenizer(TextTokenizer):
         self._fast_decode = verdict["decode_same"]
         return verdict
 
-    def _fastokens_engine(self) -> Any:
-        """The fastokens tokenizer, built on first use; None (reason in fastokens_refused) if it
-        cannot read this tokenizer.json (an unsupported normalizer, pre-tokenizer or model)."""
-        if self._fastokens is None and not self.fastokens_refused:
-            try:
-                import fastokens
+    def warm_in_background(self) -> None:
+        """Start building the fastokens engine (~1 CPU-s for a 128k vocabulary) in a thread of
+        this process at the lowest CPU priority, unless this tokenizer encodes with tokenizers
+        only or the engine is built: fastokens releases the GIL while it builds, so the process
+        goes on with its jobs and the build takes the CPU they leave idle. The first encode
+        waits for it."""
+        if self.mode == "tokenizers" or self._fastokens is not None or self.fastokens_refused:
+            return
 
-                self._fastokens = fastokens.Tokenizer.from_file(str(self.path))
-            except ImportError as e:
-                self.fastokens_refused = f"fastokens is not installed ({e})"
-            except Exception as e:  # its loader reports what it does not support
-                self.fastokens_refused = str(e) or type(e).__name__
+        def build() -> None:
+            with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+            self._fastokens_engine()
+
+        threading.Thread(target=build, name="fastokens-build", daemon=True).start()
+
+    def _fastokens_engine(self) -> Any:
+        """The fastokens tokenizer, built on first use (or waited for while
+        :meth:`warm_in_background` builds it); None (reason in fastokens_refused) if it cannot
+        read this tokenizer.json (an unsupported normalizer, pre-tokenizer or model)."""
+        with _BUILDING:
+            if self._fastokens is None and not self.fastokens_refused:
+                try:
+                    import fastokens
+
+                    self._fastokens = fastokens.Tokenizer.from_file(str(self.path))
+                except ImportError as e:
+                    self.fastokens_refused = f"fastokens is not installed ({e})"
+                except Exception as e:  # its loader reports what it does not support
+                    self.fastokens_refused = str(e) or type(e).__name__
         return self._fastokens
 
     @property

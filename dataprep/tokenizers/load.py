@@ -118,6 +118,17 @@ def check_engines(job: dict[str, Any]) -> dict[str, Any]:
     return tok.check_engine(job["texts"])
 
 
+def warm_tokenizer(path: str, engine: str, _: Any = None) -> None:
+    """Load the tokenizer.json at ``path`` into this process's cache (:func:`load_tokenizer`)
+    and start building the fastokens engine its tasks will encode with, in the background at
+    the lowest priority (:meth:`HFTokenizer.warm_in_background`), unless ``engine`` (the
+    tokenize stage's) is "tokenizers": a warm-up, run by each worker ahead of the tokenize pass.
+    Changes no output: the run's engine verdict still applies at the first task."""
+    tok = load_tokenizer(path)
+    if isinstance(tok, HFTokenizer) and engine != "tokenizers":
+        tok.warm_in_background()
+
+
 def decode_texts(path: str | Path, ids: Iterable[np.ndarray]) -> list[str]:
     """The text of each array of token ``ids`` (e.g. a packed document's tokens without its EOS),
     decoded by the tokenizer at ``path`` (loaded once per process: :func:`load_tokenizer`)."""

@@ -272,3 +272,21 @@ def test_the_manifest_text_is_that_of_json_with_one_space_indents(inputs: list, 
 
     doc = {"format_version": 1, "inputs": inputs, **{f"x{k}": v for k, v in more.items()}}
     assert manifest_text(doc) == json.dumps(doc, ensure_ascii=False, indent=1)
+
+
+def test_a_second_copy_of_a_warm_up_in_one_process_does_not_wait(tmp_path: Path, monkeypatch) -> None:
+    """After its wait ran out (the safety net), a worker that takes another copy of the same
+    warm-up runs it and does not wait again."""
+    from dataprep.executor import warmup
+
+    ran: list[object] = []
+    waits: list[float] = []
+    sleep = time.sleep
+    monkeypatch.setattr(warmup, "MEET_SECONDS", 0.05)
+    monkeypatch.setattr(warmup.time, "sleep", lambda s: (waits.append(s), sleep(s)))
+    job = warmup.EachWorker(ran.append, str(tmp_path / "meet"), 2)
+    warmup.warm_up_in_each_worker(job)  # no other worker: waits for the others until the net
+    assert ran == [None] and waits
+    waits.clear()
+    warmup.warm_up_in_each_worker(job)
+    assert ran == [None, None] and not waits

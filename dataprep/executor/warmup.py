@@ -87,7 +87,7 @@ def warm_up(fn: Callable[[Any], Any]) -> None:
         fn(None)
 
 
-MEET_SECONDS = 60.0  # the longest a copy of a warm-up waits for the others to start
+MEET_SECONDS = 600.0  # the longest a copy of a warm-up waits for the others (a safety net)
 
 
 @dataclass(frozen=True)
@@ -101,25 +101,28 @@ class EachWorker:
 
 def warm_up_in_each_worker(job: EachWorker) -> None:
     """One copy of a warm-up sent once per worker: the copy says it has started (a file named by
-    its process in ``job.meet``), runs the warm-up, then waits until every copy has started (at
-    most MEET_SECONDS). A worker done with its tasks, whose warm-up is often done already (e.g.
-    the tokenizer engine of the run's check), so stays on its copy instead of taking the next
-    one, which goes to a worker still finishing its last task of the pass. Only the pool's
-    queue of jobs after the pass's tasks waits: a copy is taken when no task of the pass is
-    left, and the last copy is taken when the pass's last task ends."""
+    its process in ``job.meet``), runs the warm-up, then waits until every copy has started. A
+    worker done with its tasks, whose warm-up is often done already (e.g. the tokenizer engine
+    of the run's check), so stays on its copy instead of taking the next one, which goes to a
+    worker still finishing its last task of the pass. The copies come after the pass's tasks in
+    the pool's queue and before anything sent later, so the wait ends when the pass's last task
+    does (MEET_SECONDS is only a safety net); a second copy in a process that had one (after
+    that net) does not wait."""
     meet = Path(job.meet)
+    mine = meet / str(os.getpid())
+    again = mine.exists()
     with contextlib.suppress(OSError):
         meet.mkdir(parents=True, exist_ok=True)
-        (meet / str(os.getpid())).touch()
+        mine.touch()
     warm_up(job.fn)
     deadline = time.monotonic() + MEET_SECONDS
-    while time.monotonic() < deadline:
+    while not again and time.monotonic() < deadline:
         try:
             if len(os.listdir(meet)) >= job.copies:
                 return
         except OSError:
             return
-        time.sleep(0.005)
+        time.sleep(0.01)
 
 
 def warm_up_at_low_priority(fn: Callable[[Any], Any]) -> None:

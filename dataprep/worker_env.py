@@ -57,6 +57,22 @@ def single_threaded_encoders() -> Iterator[None]:
             os.environ[name] = saved
 
 
+def start_at_low_priority(fn: Callable[[], Any], name: str) -> threading.Thread:
+    """Start ``fn()`` in a daemon thread of this process at the lowest CPU priority (niceness 19;
+    on Linux a thread's niceness is its own, so the calling thread keeps its priority), its
+    errors ignored; the thread is returned (join it to wait)."""
+
+    def run() -> None:
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        with contextlib.suppress(Exception):
+            fn()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 def init_pool_worker(queue: Any, driver_pid: int) -> None:
     """A local pool worker's initializer: ends with the driver (:func:`exit_with_parent`), thread
     variables, then the progress queue."""

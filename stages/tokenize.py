@@ -268,7 +268,7 @@ class Tokenize(GlobalStage):
         if dst.suffix == ".json" and self.params.engine != "tokenizers":
             from dataprep.tokenizers.load import warm_tokenizer
 
-            self._warm_ups = [functools.partial(warm_tokenizer, str(dst), self.params.engine)]
+            self._warm_ups = [functools.partial(warm_tokenizer, str(dst))]
         if self.params.engine == "fastokens":  # demanded: fail before any pass, not after some
             self.prepare_apply(ctx)
 

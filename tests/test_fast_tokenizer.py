@@ -505,10 +505,12 @@ def test_engine_built_in_the_background_is_the_one_the_first_encode_uses(trained
     import fastokens
 
     builds: list[int] = []
+    building = threading.Event()
     from_file = fastokens.Tokenizer.from_file
 
     def slow_from_file(path: str):
         builds.append(threading.get_ident())
+        building.set()
         time.sleep(0.3)
         return from_file(path)
 
@@ -517,6 +519,7 @@ def test_engine_built_in_the_background_is_the_one_the_first_encode_uses(trained
     tok.warm_in_background()
     builders = [t for t in threading.enumerate() if t.name == "fastokens-build"]
     assert len(builders) == 1
+    assert building.wait(60)  # the thread is building (whatever the machine's load)
     got = tok.encode_batch(docs[:20])
     assert len(builds) == 1 and builds[0] == builders[0].ident  # built once, by the thread
     assert tok.engine == "fastokens"

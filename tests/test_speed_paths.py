@@ -282,7 +282,7 @@ def test_a_second_copy_of_a_warm_up_in_one_process_does_not_wait(tmp_path: Path,
     ran: list[object] = []
     waits: list[float] = []
     sleep = time.sleep
-    monkeypatch.setattr(warmup, "MEET_SECONDS", 0.05)
+    monkeypatch.setattr(warmup, "MEET_SECONDS", 0.5)
     monkeypatch.setattr(warmup.time, "sleep", lambda s: (waits.append(s), sleep(s)))
     job = warmup.EachWorker(ran.append, str(tmp_path / "meet"), 2)
     warmup.warm_up_in_each_worker(job)  # no other worker: waits for the others until the net

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprep.stage.protocol import Stage
+from dataprep.worker_env import start_at_low_priority
 
 
 class WarmUps:
@@ -126,16 +126,7 @@ def warm_up_in_each_worker(job: EachWorker) -> None:
 
 
 def warm_up_at_low_priority(fn: Callable[[Any], Any]) -> None:
-    """fn(None) in a thread of this process that runs at the lowest CPU priority (niceness 19;
-    on Linux a thread's niceness is its own, so the calling thread keeps its priority), waited
-    for. Errors are ignored, as for any warm-up."""
-
-    def run() -> None:
-        with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        with contextlib.suppress(Exception):
-            fn(None)
-
-    thread = threading.Thread(target=run, name="warm-up")
-    thread.start()
-    thread.join()
+    """fn(None) in a thread of this process at the lowest CPU priority
+    (:func:`dataprep.worker_env.start_at_low_priority`), waited for. Errors are ignored, as for
+    any warm-up."""
+    start_at_low_priority(lambda: fn(None), "warm-up").join()

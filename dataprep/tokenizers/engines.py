@@ -5,8 +5,6 @@ tokenizer.json (fastokens, checked against the tokenizers library, the reference
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 import warnings
 from pathlib import Path
@@ -136,13 +134,9 @@ class HFTokenizer(TextTokenizer):
         waits for it."""
         if self.mode == "tokenizers" or self._fastokens is not None or self.fastokens_refused:
             return
+        from dataprep.worker_env import start_at_low_priority
 
-        def build() -> None:
-            with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-            self._fastokens_engine()
-
-        threading.Thread(target=build, name="fastokens-build", daemon=True).start()
+        start_at_low_priority(self._fastokens_engine, "fastokens-build")
 
     def _fastokens_engine(self) -> Any:
         """The fastokens tokenizer, built on first use (or waited for while

@@ -118,14 +118,14 @@ def check_engines(job: dict[str, Any]) -> dict[str, Any]:
     return tok.check_engine(job["texts"])
 
 
-def warm_tokenizer(path: str, engine: str, _: Any = None) -> None:
+def warm_tokenizer(path: str, _: Any = None) -> None:
     """Load the tokenizer.json at ``path`` into this process's cache (:func:`load_tokenizer`)
-    and start building the fastokens engine its tasks will encode with, in the background at
-    the lowest priority (:meth:`HFTokenizer.warm_in_background`), unless ``engine`` (the
-    tokenize stage's) is "tokenizers": a warm-up, run by each worker ahead of the tokenize pass.
-    Changes no output: the run's engine verdict still applies at the first task."""
+    and start building its fastokens engine in the background at the lowest priority
+    (:meth:`HFTokenizer.warm_in_background`): a warm-up, run by each worker ahead of the
+    tokenize pass. Changes no output: the run's engine verdict still applies at the first
+    task."""
     tok = load_tokenizer(path)
-    if isinstance(tok, HFTokenizer) and engine != "tokenizers":
+    if isinstance(tok, HFTokenizer):
         tok.warm_in_background()
 
 
